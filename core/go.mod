@@ -1,0 +1,3 @@
+module github.com/sluicehq/sluice/core
+
+go 1.26.0

@@ -1,0 +1,370 @@
+package ratelimit
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// inlineState is how many bytes of state an entry holds without a separate
+// allocation. Every in-repo algorithm except the sliding log fits.
+const inlineState = 31
+
+// bigState marks an entry whose state lives in its shard's big map.
+const bigState = 0xff
+
+// memShards is the number of lock shards per namespace.
+const memShards = 64
+
+// sweepPerInsert is how many entries an insert examines for expiry, which
+// keeps memory bounded by the number of live keys without a goroutine.
+const sweepPerInsert = 4
+
+// MemoryStore is the embedded in-memory Store, the default of New. It keeps
+// state in sharded maps guarded by mutexes, decides with zero allocations
+// for an existing key whose state fits inline (31 bytes), and reclaims idle
+// keys: each insert examines a few entries and drops those whose TTL has
+// passed, which by the Algorithm contract changes nothing. It starts no
+// goroutine.
+//
+// A MemoryStore is safe for concurrent use. Its state is lost when the
+// process exits. Create one with NewMemoryStore.
+type MemoryStore struct {
+	clock  Clock
+	seed   maphash.Seed
+	mu     sync.Mutex // serialises namespace creation
+	spaces atomic.Pointer[map[string]*memSpace]
+	closed atomic.Bool
+}
+
+type memSpace struct {
+	shards [memShards]memShard
+}
+
+type memShard struct {
+	mu  sync.Mutex
+	m   map[string]memEntry
+	big map[string][]byte
+	in  []byte // scratch: current state
+	out []byte // scratch: new state
+	_   [64]byte
+}
+
+type memEntry struct {
+	expires int64
+	n       uint8
+	state   [inlineState]byte
+}
+
+// MemoryOption configures a MemoryStore.
+type MemoryOption interface {
+	applyMemory(*MemoryStore) error
+}
+
+type memoryOptionFunc func(*MemoryStore) error
+
+func (f memoryOptionFunc) applyMemory(m *MemoryStore) error { return f(m) }
+
+// WithMemoryClock sets the store's clock; the default is SystemClock.
+func WithMemoryClock(c Clock) MemoryOption {
+	return memoryOptionFunc(func(m *MemoryStore) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
+		}
+		m.clock = c
+		return nil
+	})
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore(opts ...MemoryOption) (*MemoryStore, error) {
+	m := &MemoryStore{clock: SystemClock{}, seed: maphash.MakeSeed()}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.applyMemory(m); err != nil {
+			return nil, err
+		}
+	}
+	empty := map[string]*memSpace{}
+	m.spaces.Store(&empty)
+	return m, nil
+}
+
+func (m *MemoryStore) space(ns string, create bool) *memSpace {
+	if sp := (*m.spaces.Load())[ns]; sp != nil || !create {
+		return sp
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := *m.spaces.Load()
+	if sp := cur[ns]; sp != nil {
+		return sp
+	}
+	sp := &memSpace{}
+	for i := range sp.shards {
+		sp.shards[i].m = make(map[string]memEntry)
+		sp.shards[i].in = make([]byte, 0, 64)
+		sp.shards[i].out = make([]byte, 0, 64)
+	}
+	next := make(map[string]*memSpace, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	next[strings.Clone(ns)] = sp
+	m.spaces.Store(&next)
+	return sp
+}
+
+func (m *MemoryStore) shard(sp *memSpace, key string) *memShard {
+	return &sp.shards[maphash.String(m.seed, key)&(memShards-1)]
+}
+
+func (m *MemoryStore) begin(ctx context.Context) error {
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ratelimit: memory store: %w", err)
+	}
+	return nil
+}
+
+// Apply applies c atomically. See Store.
+func (m *MemoryStore) Apply(ctx context.Context, c Check) (Outcome, error) {
+	if err := m.begin(ctx); err != nil {
+		return Outcome{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	sh := m.shard(m.space(c.Namespace, true), c.Key)
+	sh.mu.Lock()
+	now := m.clock.Now()
+	sh.in = sh.load(c.Key, now, sh.in[:0])
+	o, out, err := Evaluate(c.Algorithm, c.Op, sh.in, now, c.Limit, c.Cost, c.MaxWait, sh.out[:0])
+	sh.out = out[:0]
+	if err == nil && o.Changed {
+		sh.store(c.Key, now, o, out)
+	}
+	sh.mu.Unlock()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("key %s: %w", printableKey(c.Key), err)
+	}
+	return o, nil
+}
+
+// load appends the live state of key to dst.
+func (sh *memShard) load(key string, now int64, dst []byte) []byte {
+	e, ok := sh.m[key]
+	if !ok || e.expires <= now {
+		return dst
+	}
+	if e.n == bigState {
+		return append(dst, sh.big[key]...)
+	}
+	return append(dst, e.state[:e.n]...)
+}
+
+// store records the new state of key, or drops it when its TTL is over.
+func (sh *memShard) store(key string, now int64, o Outcome, state []byte) {
+	old, exists := sh.m[key]
+	if o.TTL <= 0 || len(state) == 0 {
+		if exists {
+			delete(sh.m, key)
+			if old.n == bigState {
+				delete(sh.big, key)
+			}
+		}
+		return
+	}
+	if !exists {
+		key = strings.Clone(key)
+		sh.sweep(now)
+	}
+	e := memEntry{expires: saturatingAdd(now, int64(o.TTL))}
+	if len(state) <= inlineState {
+		e.n = uint8(len(state))
+		copy(e.state[:], state)
+		if exists && old.n == bigState {
+			delete(sh.big, key)
+		}
+	} else {
+		e.n = bigState
+		if sh.big == nil {
+			sh.big = make(map[string][]byte)
+		}
+		sh.big[key] = append(sh.big[key][:0], state...)
+	}
+	sh.m[key] = e
+}
+
+// sweep drops a few expired entries; called on insert.
+func (sh *memShard) sweep(now int64) {
+	i := 0
+	for k, e := range sh.m {
+		if e.expires <= now {
+			delete(sh.m, k)
+			if e.n == bigState {
+				delete(sh.big, k)
+			}
+		}
+		i++
+		if i >= sweepPerInsert {
+			return
+		}
+	}
+}
+
+func saturatingAdd(a, b int64) int64 {
+	if b > 0 && a > (1<<63-1)-b {
+		return 1<<63 - 1
+	}
+	return a + b
+}
+
+// ApplyAll applies checks atomically, all or nothing. See Store.
+func (m *MemoryStore) ApplyAll(ctx context.Context, checks []Check, out []Outcome) (bool, error) {
+	if err := m.begin(ctx); err != nil {
+		return false, err
+	}
+	if len(out) < len(checks) {
+		return false, fmt.Errorf("%w: %d outcomes for %d checks", ErrInvalidOption, len(out), len(checks))
+	}
+	shards := make([]*memShard, len(checks))
+	for i := range checks {
+		if err := checks[i].Validate(); err != nil {
+			return false, fmt.Errorf("check %d: %w", i, err)
+		}
+		shards[i] = m.shard(m.space(checks[i].Namespace, true), checks[i].Key)
+	}
+	locks := slices.Clone(shards)
+	slices.SortFunc(locks, func(a, b *memShard) int {
+		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
+	})
+	locks = slices.Compact(locks)
+	for _, sh := range locks {
+		sh.mu.Lock()
+	}
+	defer func() {
+		for _, sh := range locks {
+			sh.mu.Unlock()
+		}
+	}()
+	now := m.clock.Now()
+	type pending struct {
+		ns, key string
+		state   []byte
+	}
+	states := make([]pending, 0, len(checks))
+	find := func(ns, key string) int {
+		for i := range states {
+			if states[i].ns == ns && states[i].key == key {
+				return i
+			}
+		}
+		return -1
+	}
+	allowed := true
+	for i, c := range checks {
+		j := find(c.Namespace, c.Key)
+		var cur []byte
+		if j >= 0 {
+			cur = states[j].state
+		} else {
+			cur = shards[i].load(c.Key, now, nil)
+		}
+		o, next, err := Evaluate(c.Algorithm, c.Op, cur, now, c.Limit, c.Cost, c.MaxWait, nil)
+		if err != nil {
+			return false, fmt.Errorf("check %d, key %s: %w", i, printableKey(c.Key), err)
+		}
+		out[i] = o
+		if (c.Op == OpTake || c.Op == OpReserve) && !o.Allowed {
+			allowed = false
+		}
+		if !o.Changed {
+			next = cur
+		}
+		if j >= 0 {
+			states[j].state = next
+		} else {
+			states = append(states, pending{c.Namespace, c.Key, next})
+		}
+	}
+	if !allowed {
+		return false, nil
+	}
+	// Commit the final state of every distinct key with the TTL of the
+	// last check that touched it.
+	for i := len(checks) - 1; i >= 0; i-- {
+		c := checks[i]
+		j := find(c.Namespace, c.Key)
+		if j < 0 || states[j].ns == "\x00done" {
+			continue
+		}
+		if out[i].Changed || !sameState(shards[i].load(c.Key, now, nil), states[j].state) {
+			shards[i].store(c.Key, now, out[i], states[j].state)
+		}
+		states[j].ns = "\x00done"
+	}
+	return true, nil
+}
+
+func sameState(a, b []byte) bool { return string(a) == string(b) }
+
+// Reset deletes the state of key in namespace.
+func (m *MemoryStore) Reset(ctx context.Context, namespace, key string) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	if !ValidKey(key) {
+		return fmt.Errorf("%w: key length %d outside 1..%d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	sp := m.space(namespace, false)
+	if sp == nil {
+		return nil
+	}
+	sh := m.shard(sp, key)
+	sh.mu.Lock()
+	delete(sh.m, key)
+	delete(sh.big, key)
+	sh.mu.Unlock()
+	return nil
+}
+
+// Len returns the number of keys holding state, expired or not, in all
+// namespaces. It is meant for tests and metrics.
+func (m *MemoryStore) Len() int {
+	n := 0
+	for _, sp := range *m.spaces.Load() {
+		for i := range sp.shards {
+			sh := &sp.shards[i]
+			sh.mu.Lock()
+			n += len(sh.m)
+			sh.mu.Unlock()
+		}
+	}
+	return n
+}
+
+// Close drops all state. Closing twice is not an error; other calls after
+// Close return ErrClosed.
+func (m *MemoryStore) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	m.mu.Lock()
+	empty := map[string]*memSpace{}
+	m.spaces.Store(&empty)
+	m.mu.Unlock()
+	return nil
+}
+
+var _ Store = (*MemoryStore)(nil)
