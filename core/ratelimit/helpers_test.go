@@ -15,7 +15,9 @@ type tat struct{}
 
 func (tat) Name() string { return "test-tat" }
 
-func interval(l ratelimit.Limit) int64 { return int64(ratelimit.MulDivCeil(1, int64(l.Period), l.Count)) }
+func interval(l ratelimit.Limit) int64 {
+	return int64(ratelimit.MulDivCeil(1, int64(l.Period), l.Count))
+}
 
 func (tat) load(state []byte, now int64) (int64, error) {
 	switch len(state) {
@@ -80,5 +82,5 @@ func newFakeClock() *fakeClock {
 	return c
 }
 
-func (c *fakeClock) Now() int64               { return c.ns.Load() }
+func (c *fakeClock) Now() int64              { return c.ns.Load() }
 func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
