@@ -262,6 +262,7 @@ func (m *MemoryStore) ApplyAll(ctx context.Context, checks []Check, out []Outcom
 	type pending struct {
 		ns, key string
 		state   []byte
+		written bool
 	}
 	states := make([]pending, 0, len(checks))
 	find := func(ns, key string) int {
@@ -295,7 +296,7 @@ func (m *MemoryStore) ApplyAll(ctx context.Context, checks []Check, out []Outcom
 		if j >= 0 {
 			states[j].state = next
 		} else {
-			states = append(states, pending{c.Namespace, c.Key, next})
+			states = append(states, pending{ns: c.Namespace, key: c.Key, state: next})
 		}
 	}
 	if !allowed {
@@ -306,13 +307,13 @@ func (m *MemoryStore) ApplyAll(ctx context.Context, checks []Check, out []Outcom
 	for i := len(checks) - 1; i >= 0; i-- {
 		c := checks[i]
 		j := find(c.Namespace, c.Key)
-		if j < 0 || states[j].ns == "\x00done" {
+		if states[j].written {
 			continue
 		}
 		if out[i].Changed || !sameState(shards[i].load(c.Key, now, nil), states[j].state) {
 			shards[i].store(c.Key, now, out[i], states[j].state)
 		}
-		states[j].ns = "\x00done"
+		states[j].written = true
 	}
 	return true, nil
 }

@@ -1,0 +1,56 @@
+# Sluice — common tasks. `make help` lists them.
+# Every target that walks modules loops over every go.mod (bench/ and tools/
+# are modules outside go.work).
+
+SHELL := /bin/bash
+MODULES := core algorithms backends/redisstore backends/pgstore cluster conformance conformance/e2e examples
+ALL_MODULES := $(MODULES) bench tools
+PKGS := github.com/sluicehq/sluice/...
+TEST_FLAGS ?= -race -shuffle=on -count=1
+LINT := go tool -modfile=$(CURDIR)/tools/go.mod golangci-lint
+BENCHSTAT := go tool -modfile=$(CURDIR)/tools/go.mod benchstat
+
+.PHONY: help fmt lint vet tidy check-deps test test-modules conformance bench ci quickstart
+
+help: ## list targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+fmt: ## gofmt every module
+	gofmt -w $(ALL_MODULES)
+
+vet: ## go vet every workspace module
+	go vet $(PKGS)
+
+lint: ## gofmt check, go vet and golangci-lint v2 (pinned in tools/go.mod) on every module
+	@test -z "$$(gofmt -l $(ALL_MODULES))" || { gofmt -l $(ALL_MODULES); echo "gofmt needed"; exit 1; }
+	go vet $(PKGS)
+	@set -e; for m in $(MODULES); do echo "lint $$m"; (cd $$m && $(LINT) run ./...); done
+
+tidy: ## go mod tidy in every module; fails if anything changed
+	@set -e; for m in $(ALL_MODULES); do (cd $$m && GOWORK=off go mod tidy); done
+	@git diff --exit-code -- '*go.mod' '*go.sum' || { echo "go mod tidy changed files"; exit 1; }
+
+check-deps: ## core imports only the standard library (tests included)
+	@test -z "$$(grep -E '^require' core/go.mod)" || { echo "core/go.mod must require nothing"; exit 1; }
+	@bad=$$(cd core && go list -deps -test -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./... | grep -v '^github.com/sluicehq/sluice/core' || true); \
+	  test -z "$$bad" || { echo "core imports non-stdlib packages:"; echo "$$bad"; exit 1; }
+	@echo "check-deps: core imports only the standard library"
+
+test: ## the README's test command: every test of every workspace module
+	go test $(TEST_FLAGS) $(PKGS)
+
+test-modules: ## build and test each module alone (GOWORK=off)
+	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && GOWORK=off go build ./... && GOWORK=off go vet ./...); done
+
+conformance: ## run the conformance suites (algotest, storetest) and the e2e suite on real servers
+	go test $(TEST_FLAGS) github.com/sluicehq/sluice/conformance/...
+
+bench: ## side-by-side benchmarks against the competitors (bench/ module), with benchstat
+	cd bench && go test -run '^$$' -bench . -benchmem -count 10 ./... | tee /tmp/sluice-bench.txt
+	$(BENCHSTAT) /tmp/sluice-bench.txt
+
+quickstart: ## run the quickstart on the embedded store
+	go run ./examples/quickstart
+
+ci: ## what .ci/run does after installing servers
+	bash .ci/run
