@@ -1,0 +1,128 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// testBadInput checks that every invalid check is refused with the right
+// typed error, on its own and inside a composite, without panicking and
+// without changing any state.
+func (s *suite) testBadInput(t *testing.T) {
+	r := s.rng()
+	s.startClock()
+	alg := s.h.Algorithms[0]
+	st := s.stores(t, 1)[0]
+	good := ratelimit.Check{Namespace: "bad", Key: newKey(t, r, "target"), Algorithm: alg, Limit: frozen(5), Cost: 1}
+	mustApply(t, st, good)
+	const want = 4 // units left on good.Key after the take above
+
+	mutate := func(f func(*ratelimit.Check)) ratelimit.Check {
+		c := good
+		f(&c)
+		return c
+	}
+	limit := func(count int64, period time.Duration, burst int64) func(*ratelimit.Check) {
+		return func(c *ratelimit.Check) { c.Limit = ratelimit.Limit{Count: count, Period: period, Burst: burst} }
+	}
+	cases := []struct {
+		name  string
+		check ratelimit.Check
+		want  error
+	}{
+		{"NilAlgorithm", mutate(func(c *ratelimit.Check) { c.Algorithm = nil }), ratelimit.ErrInvalidRule},
+		{"ZeroLimit", mutate(limit(0, 0, 0)), ratelimit.ErrInvalidLimit},
+		{"ZeroCount", mutate(limit(0, time.Second, 5)), ratelimit.ErrInvalidLimit},
+		{"NegativeCount", mutate(limit(-1, time.Second, 5)), ratelimit.ErrInvalidLimit},
+		{"MinInt64Count", mutate(limit(math.MinInt64, time.Second, 5)), ratelimit.ErrInvalidLimit},
+		{"CountOverMax", mutate(limit(ratelimit.MaxCount+1, time.Second, 5)), ratelimit.ErrInvalidLimit},
+		{"ZeroPeriod", mutate(limit(5, 0, 5)), ratelimit.ErrInvalidLimit},
+		{"NegativePeriod", mutate(limit(5, -time.Nanosecond, 5)), ratelimit.ErrInvalidLimit},
+		{"MinInt64Period", mutate(limit(5, math.MinInt64, 5)), ratelimit.ErrInvalidLimit},
+		{"PeriodOverMax", mutate(limit(5, ratelimit.MaxPeriod+1, 5)), ratelimit.ErrInvalidLimit},
+		{"ZeroBurst", mutate(limit(5, time.Second, 0)), ratelimit.ErrInvalidLimit},
+		{"NegativeBurst", mutate(limit(5, time.Second, -5)), ratelimit.ErrInvalidLimit},
+		{"BurstOverMax", mutate(limit(5, time.Second, ratelimit.MaxCount+1)), ratelimit.ErrInvalidLimit},
+		{"MaxInt64Burst", mutate(limit(5, time.Second, math.MaxInt64)), ratelimit.ErrInvalidLimit},
+		{"FillTimeOverflow", mutate(limit(1, ratelimit.MaxPeriod, ratelimit.MaxCount)), ratelimit.ErrInvalidLimit},
+		{"NegativeCost", mutate(func(c *ratelimit.Check) { c.Cost = -1 }), ratelimit.ErrInvalidCost},
+		{"MinInt64Cost", mutate(func(c *ratelimit.Check) { c.Cost = math.MinInt64 }), ratelimit.ErrInvalidCost},
+		{"CostOverMax", mutate(func(c *ratelimit.Check) { c.Cost = ratelimit.MaxCost + 1 }), ratelimit.ErrInvalidCost},
+		{"MaxInt64Cost", mutate(func(c *ratelimit.Check) { c.Cost = math.MaxInt64 }), ratelimit.ErrInvalidCost},
+		{"NegativeMaxWait", mutate(func(c *ratelimit.Check) { c.Op, c.MaxWait = ratelimit.OpReserve, -time.Nanosecond }), ratelimit.ErrInvalidCost},
+		{"UnknownOp", mutate(func(c *ratelimit.Check) { c.Op = 200 }), ratelimit.ErrInvalidRule},
+		{"EmptyKey", mutate(func(c *ratelimit.Check) { c.Key = "" }), ratelimit.ErrInvalidKey},
+		{"KeyOverMax", mutate(func(c *ratelimit.Check) { c.Key += strings.Repeat("k", ratelimit.MaxKeyLen) }), ratelimit.ErrInvalidKey},
+		{"Key1MB", mutate(func(c *ratelimit.Check) { c.Key += strings.Repeat("\x00k", 1<<19) }), ratelimit.ErrInvalidKey},
+		{"NamespaceOverMax", mutate(func(c *ratelimit.Check) { c.Namespace = strings.Repeat("n", ratelimit.MaxKeyLen+1) }), ratelimit.ErrInvalidKey},
+	}
+	unchanged := func(t *testing.T, what string) {
+		t.Helper()
+		if got := remaining(t, st, good); got != want {
+			t.Errorf("Remaining = %d after %s, want %d: bad input changed state", got, what, want)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := noPanic(t, "Apply", func() (ratelimit.Outcome, error) { return apply(t, st, tc.check) })
+			if !errors.Is(err, tc.want) {
+				t.Errorf("Apply(%s): error %v, want %v", describe(tc.check), err, tc.want)
+			}
+			unchanged(t, "Apply")
+			for _, checks := range [][]ratelimit.Check{{good, tc.check}, {tc.check, good}} {
+				_, err := noPanic(t, "ApplyAll", func() (ratelimit.Outcome, error) {
+					_, _, err := applyAll(t, st, checks)
+					return ratelimit.Outcome{}, err
+				})
+				if !errors.Is(err, tc.want) {
+					t.Errorf("ApplyAll with a valid and an invalid check: error %v, want %v", err, tc.want)
+				}
+				unchanged(t, "a composite with one invalid check")
+			}
+		})
+	}
+	t.Run("CostOverBurst", func(t *testing.T) {
+		c := good
+		c.Cost = c.Limit.Burst + 1
+		o := mustApply(t, st, c)
+		if o.Allowed || o.RetryAfter != ratelimit.Never {
+			t.Errorf("cost %d over burst %d: %+v, want denied with RetryAfter Never", c.Cost, c.Limit.Burst, o)
+		}
+		unchanged(t, "a cost over the burst")
+		ok, _, err := applyAll(t, st, []ratelimit.Check{good, c})
+		if err != nil || ok {
+			t.Errorf("composite with a cost over the burst: allowed=%t err=%v, want denied without error", ok, err)
+		}
+		unchanged(t, "a composite with a cost over the burst")
+	})
+	t.Run("ShortOutcomes", func(t *testing.T) {
+		ctx, cancel := opContext(t)
+		defer cancel()
+		_, err := noPanic(t, "ApplyAll", func() (ratelimit.Outcome, error) {
+			_, err := st.ApplyAll(ctx, []ratelimit.Check{good, good}, make([]ratelimit.Outcome, 1))
+			return ratelimit.Outcome{}, err
+		})
+		if err == nil {
+			t.Errorf("ApplyAll with 2 checks and 1 outcome slot: no error")
+		}
+		unchanged(t, "ApplyAll with too few outcome slots")
+	})
+}
+
+// noPanic calls fn, turning a panic into a test failure.
+func noPanic(t *testing.T, what string, fn func() (ratelimit.Outcome, error)) (o ratelimit.Outcome, err error) {
+	t.Helper()
+	defer func() {
+		if p := recover(); p != nil {
+			t.Errorf("%s panicked: %v", what, p)
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return fn()
+}

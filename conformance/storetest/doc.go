@@ -1,0 +1,28 @@
+// Package storetest is the conformance suite for ratelimit.Store
+// implementations: the in-repo stores and any third party's.
+//
+// It is shaped like testing/fstest.TestFS: the implementer describes how
+// to reach its store in a [Harness] and calls [Run] from an ordinary test;
+// the suite exercises the store from several independent clients and
+// reports every misbehaviour as a failed subtest whose name says what
+// broke, for example
+//
+//	--- FAIL: TestStore/Contention/testalg-window
+//	    contention.go:71: round 2: 101 of 640 calls allowed, want exactly 100
+//
+// What it checks: decisions equal the algorithm's own sequential result
+// (the generic path) for every algorithm and operation; exact admission
+// under contention across several store instances; linearizability of
+// concurrent histories (github.com/anishathalye/porcupine, partitioned by
+// key); composites that are all or nothing, free of deadlock when callers
+// name keys in opposite orders, and that apply the same key twice in order;
+// key and namespace isolation for arbitrary key bytes; TTL of idle keys;
+// Reset; Peek; Close; cancelled contexts and deadlines; bad input (typed
+// error, state unchanged); and, when the harness can stop the server,
+// typed errors while it is down, no goroutine leak and recovery.
+//
+// A store that accepts an injected clock lets the suite compare whole
+// outcomes at fixed instants (see [Clock]); otherwise the suite uses limits
+// whose refill is negligible for the duration of the test, so admission
+// and remaining counts are exact whatever the server's time.
+package storetest

@@ -1,0 +1,307 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// oddKeySuffixes are appended to a random key to make keys that stores
+// must treat as opaque bytes: separators, hash-tag braces, quotes, NUL,
+// line breaks, script and SQL fragments, glob and format characters and
+// invalid UTF-8.
+var oddKeySuffixes = []string{
+	"",
+	"\x00",
+	"\x00tail",
+	"\r\n",
+	"\n",
+	"\r",
+	" ",
+	"{tag}",
+	"{tag}x",
+	"}",
+	"{",
+	"'",
+	"\"",
+	"`",
+	"\\",
+	":",
+	"::",
+	"*",
+	"?[a]",
+	"%s%d%%",
+	"'; DROP TABLE ratelimit; --",
+	"' OR '1'='1",
+	"$1",
+	"]]; redis.call('FLUSHALL') --[[",
+	"\")) return 1 --",
+	"\xff\xfe\xfd",
+	"\xc0\x80",
+	"é",
+	"e\u0301",
+}
+
+// testIsolation checks that keys differing in any byte, and equal keys in
+// different namespaces, never share state.
+func (s *suite) testIsolation(t *testing.T) {
+	t.Run("Keys", func(t *testing.T) {
+		s.forEachAlg(t, func(t *testing.T, alg ratelimit.Algorithm) {
+			r := s.rng()
+			s.startClock()
+			sts := s.stores(t, 2)
+			prefix := newKey(t, r, "iso")
+			keys := make([]string, 0, len(oddKeySuffixes)+4)
+			for _, suf := range oddKeySuffixes {
+				keys = append(keys, prefix+suf)
+			}
+			long := prefix + strings.Repeat("k", ratelimit.MaxKeyLen-len(prefix))
+			keys = append(keys, strings.ToUpper(prefix), long, long[:len(long)-1]+"K", long[:len(long)-1])
+			s.checkIsolated(t, sts, alg, func(i int) (string, string) { return "iso", keys[i] }, len(keys))
+		})
+	})
+	t.Run("Namespaces", func(t *testing.T) {
+		s.forEachAlg(t, func(t *testing.T, alg ratelimit.Algorithm) {
+			r := s.rng()
+			s.startClock()
+			sts := s.stores(t, 2)
+			k := newKey(t, r, "ns")
+			pairs := [][2]string{
+				{"", k}, {"a", k}, {"A", k}, {"a:", k}, {"a", ":" + k}, {"a:b", k}, {"a", "b:" + k},
+				{"a\x00", k}, {"a", "\x00" + k}, {"{a}", k}, {"a/b", k}, {"a", "/b" + k},
+				{strings.Repeat("n", ratelimit.MaxKeyLen), k},
+			}
+			s.checkIsolated(t, sts, alg, func(i int) (string, string) { return pairs[i][0], pairs[i][1] }, len(pairs))
+		})
+	})
+}
+
+// checkIsolated takes a different number of units from each of n keys,
+// alternating clients, then checks every key still shows exactly its own
+// consumption.
+func (s *suite) checkIsolated(t *testing.T, sts []ratelimit.Store, alg ratelimit.Algorithm, key func(int) (ns, key string), n int) {
+	t.Helper()
+	l := frozen(int64(n) + 2)
+	check := func(i int) ratelimit.Check {
+		ns, k := key(i)
+		return ratelimit.Check{Namespace: ns, Key: k, Algorithm: alg, Limit: l}
+	}
+	for i := range n {
+		c := check(i)
+		c.Cost = int64(i + 1)
+		if o := mustApply(t, sts[i%2], c); !o.Allowed {
+			t.Fatalf("first take of %d from %s denied: %+v (another key's consumption leaked in?)", c.Cost, describe(c), o)
+		}
+	}
+	for i := range n {
+		c := check(i)
+		if got, want := remaining(t, sts[(i+1)%2], c), l.Burst-int64(i+1); got != want {
+			t.Errorf("%s: Remaining = %d, want %d: keys are not isolated (or the key was altered)", describe(c), got, want)
+		}
+	}
+}
+
+// testPeek checks that cost 0 reports availability and changes nothing.
+func (s *suite) testPeek(t *testing.T) {
+	s.forEachAlg(t, func(t *testing.T, alg ratelimit.Algorithm) {
+		r := s.rng()
+		s.startClock()
+		sts := s.stores(t, 2)
+		c := ratelimit.Check{Key: newKey(t, r, "peek"), Algorithm: alg, Limit: frozen(5)}
+		if o := mustApply(t, sts[0], c); !o.Allowed || o.Remaining != 5 {
+			t.Fatalf("peek at a fresh key: %+v, want allowed with 5 remaining", o)
+		}
+		c.Cost = 2
+		mustApply(t, sts[1], c)
+		c.Cost = 0
+		for i := range 10 {
+			if o := mustApply(t, sts[i%2], c); !o.Allowed || o.Remaining != 3 || o.RetryAfter != 0 {
+				t.Fatalf("peek %d after taking 2 of 5: %+v, want allowed, 3 remaining, RetryAfter 0", i, o)
+			}
+		}
+		c.Cost = 3
+		if o := mustApply(t, sts[0], c); !o.Allowed {
+			t.Fatalf("take of the 3 units left after 10 peeks denied: %+v (peeks consumed)", o)
+		}
+		c.Cost = 0
+		for i := range 3 {
+			if o := mustApply(t, sts[i%2], c); o.Allowed || o.Remaining != 0 || o.RetryAfter <= 0 {
+				t.Fatalf("peek at an exhausted key: %+v, want denied, 0 remaining, RetryAfter > 0", o)
+			}
+		}
+	})
+}
+
+// testReset checks that Reset makes a key fully available through any
+// client, touches no other namespace and accepts keys without state.
+func (s *suite) testReset(t *testing.T) {
+	s.forEachAlg(t, func(t *testing.T, alg ratelimit.Algorithm) {
+		r := s.rng()
+		s.startClock()
+		sts := s.stores(t, 2)
+		c := ratelimit.Check{Namespace: "reset", Key: newKey(t, r, "reset\x00{x}"), Algorithm: alg, Limit: frozen(4), Cost: 4}
+		other := c
+		other.Namespace = "reset-other"
+		mustApply(t, sts[0], c)
+		mustApply(t, sts[0], other)
+		ctx, cancel := opContext(t)
+		defer cancel()
+		if err := sts[1].Reset(ctx, c.Namespace, c.Key); err != nil {
+			t.Fatalf("Reset: %v", err)
+		}
+		if got := remaining(t, sts[0], c); got != 4 {
+			t.Errorf("Remaining = %d after Reset, want 4 (the burst)", got)
+		}
+		if got := remaining(t, sts[1], other); got != 0 {
+			t.Errorf("Remaining = %d in another namespace after Reset, want 0: Reset crossed namespaces", got)
+		}
+		if err := sts[1].Reset(ctx, c.Namespace, newKey(t, r, "never-used")); err != nil {
+			t.Errorf("Reset of a key without state: %v, want nil", err)
+		}
+		if err := sts[1].Reset(ctx, c.Namespace, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
+			t.Errorf("Reset of the empty key: %v, want ErrInvalidKey", err)
+		}
+		if err := sts[1].Reset(ctx, c.Namespace, strings.Repeat("k", ratelimit.MaxKeyLen+1)); !errors.Is(err, ratelimit.ErrInvalidKey) {
+			t.Errorf("Reset of a key of MaxKeyLen+1 bytes: %v, want ErrInvalidKey", err)
+		}
+	})
+}
+
+// testTTL checks that a store keeps state for its whole TTL and that an
+// idle key then behaves like a new one. With an injected clock it checks
+// the instants TTL-1ns and TTL exactly; without one it checks that state
+// survives a short idle time.
+func (s *suite) testTTL(t *testing.T) {
+	s.forEachAlg(t, func(t *testing.T, alg ratelimit.Algorithm) {
+		r := s.rng()
+		s.startClock()
+		st := s.stores(t, 1)[0]
+		if s.h.Clock == nil {
+			s.ttlRealTime(t, st, alg, newKey(t, r, "ttl"))
+			return
+		}
+		l := ratelimit.Limit{Count: 10, Period: time.Second, Burst: 5}
+		c := ratelimit.Check{Key: newKey(t, r, "ttl"), Algorithm: alg, Limit: l, Cost: 3}
+		var ref reference
+		want, _ := ref.apply(c, s.now())
+		o := mustApply(t, st, c)
+		if o.TTL <= 0 {
+			t.Fatalf("take of 3 of 5: TTL %s, want > 0 (a state that changed must be kept)", o.TTL)
+		}
+		if o.TTL != want.TTL {
+			t.Errorf("TTL = %s, the algorithm says %s", o.TTL, want.TTL)
+		}
+		for _, at := range []time.Duration{o.TTL - 1, o.TTL, o.TTL + time.Hour} {
+			s.h.Clock.Set(base + int64(at))
+			for _, cost := range []int64{0, l.Burst} {
+				p := c
+				p.Cost = cost
+				wantAt, _ := ref.peek(p, s.now())
+				got := mustApply(t, st, p)
+				if d := s.compare(got, wantAt); d != "" {
+					t.Fatalf("%s after TTL %s, at +%s: %s (state dropped too early or kept wrongly)", describe(p), o.TTL, at, d)
+				}
+				if cost > 0 && got.Allowed {
+					ref.apply(p, s.now())
+				}
+			}
+		}
+	})
+}
+
+// ttlRealTime checks, without an injected clock, that state survives a
+// short idle time: a store that rounds TTLs down to whole seconds or
+// drops state early admits here.
+func (s *suite) ttlRealTime(t *testing.T, st ratelimit.Store, alg ratelimit.Algorithm, key string) {
+	l := ratelimit.Limit{Count: 1, Period: 2 * time.Second, Burst: 1}
+	c := ratelimit.Check{Key: key, Algorithm: alg, Limit: l, Cost: 1}
+	var ref reference
+	ref.apply(c, time.Now().UnixNano())
+	if o := mustApply(t, st, c); !o.Allowed || o.TTL <= 0 {
+		t.Fatalf("first take: %+v, want allowed with TTL > 0", o)
+	}
+	time.Sleep(300 * time.Millisecond) // no injected clock: real idle time is the only way
+	before, _ := ref.peek(c, time.Now().UnixNano())
+	got := mustApply(t, st, c)
+	after, _ := ref.peek(c, time.Now().UnixNano())
+	if before.Allowed == after.Allowed && got.Allowed != before.Allowed {
+		t.Errorf("take after 300ms idle: allowed=%t, want %t: state was dropped before its TTL", got.Allowed, before.Allowed)
+	}
+}
+
+// testClose checks that Close may be called twice and that every call
+// after it fails with ErrClosed, while other clients keep working.
+func (s *suite) testClose(t *testing.T) {
+	r := s.rng()
+	s.startClock()
+	alg := s.h.Algorithms[0]
+	other := s.stores(t, 1)[0]
+	st := s.h.NewStore(t)
+	c := ratelimit.Check{Key: newKey(t, r, "close"), Algorithm: alg, Limit: frozen(5), Cost: 1}
+	mustApply(t, st, c)
+	if err := st.Close(); err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Errorf("second Close: %v, want nil", err)
+	}
+	ctx := t.Context()
+	if _, err := st.Apply(ctx, c); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("Apply after Close: %v, want ErrClosed", err)
+	}
+	if _, err := st.ApplyAll(ctx, []ratelimit.Check{c}, make([]ratelimit.Outcome, 1)); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("ApplyAll after Close: %v, want ErrClosed", err)
+	}
+	if err := st.Reset(ctx, c.Namespace, c.Key); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("Reset after Close: %v, want ErrClosed", err)
+	}
+	if got := remaining(t, other, c); got != 4 {
+		t.Errorf("another client sees Remaining = %d after the first closed, want 4", got)
+	}
+}
+
+// testContext checks that a cancelled context or a passed deadline fails
+// every call with an error matching the context's, or a typed store
+// error, and changes nothing.
+func (s *suite) testContext(t *testing.T) {
+	r := s.rng()
+	s.startClock()
+	alg := s.h.Algorithms[0]
+	st := s.stores(t, 1)[0]
+	c := ratelimit.Check{Key: newKey(t, r, "ctx"), Algorithm: alg, Limit: frozen(5), Cost: 1}
+	mustApply(t, st, c)
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	expired, cancel2 := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"Cancelled", cancelled, context.Canceled},
+		{"DeadlinePassed", expired, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok := func(op string, err error) {
+				if err == nil {
+					t.Errorf("%s with a %s context: no error", op, tc.name)
+				} else if !errors.Is(err, tc.want) && !typedStoreErr(err) {
+					t.Errorf("%s with a %s context: %v, want an error matching %v or ErrUnavailable", op, tc.name, err, tc.want)
+				}
+			}
+			_, err := st.Apply(tc.ctx, c)
+			ok("Apply", err)
+			_, err = st.ApplyAll(tc.ctx, []ratelimit.Check{c, c}, make([]ratelimit.Outcome, 2))
+			ok("ApplyAll", err)
+			ok("Reset", st.Reset(tc.ctx, c.Namespace, c.Key))
+			if got := remaining(t, st, c); got != 4 {
+				t.Errorf("Remaining = %d after calls with a %s context, want 4 (unchanged)", got, tc.name)
+			}
+		})
+	}
+}

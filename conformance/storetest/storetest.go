@@ -1,0 +1,263 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// Harness describes the store under test. Only NewStore is required; every
+// other field unlocks more checks or adjusts them, and its zero value is the
+// conservative choice.
+type Harness struct {
+	// NewStore returns a new, independent client of the store under test:
+	// its own connections or pool, like a separate gateway pod, but always
+	// reaching the same backend, so state written through one is seen by
+	// all. The suite calls it several times per subtest and closes every
+	// store it gets (a store must tolerate a second Close). NewStore reports
+	// setup problems with t.Fatal.
+	NewStore func(t *testing.T) ratelimit.Store
+
+	// Clock, when non-nil, is the clock every store NewStore returns reads
+	// its time from. The suite then moves time itself and compares whole
+	// outcomes with the algorithm's result at fixed instants, and checks
+	// TTLs exactly. Leave it nil for stores that use a server clock: the
+	// suite then uses limits whose refill is negligible while it runs (one
+	// unit per 1000 hours) and compares admission and remaining counts.
+	Clock *Clock
+
+	// Stop and Start, when both are non-nil, take the backend down and
+	// bring it back on the same address. They enable the store-down
+	// checks: typed errors while down, no goroutine leak, and recovery of
+	// an existing store once Start returns. Start must block until the
+	// server accepts connections again.
+	Stop, Start func(t *testing.T)
+
+	// Algorithms are the algorithms every check runs with. Nil means the
+	// default set: every algorithm of the sluice catalog (see
+	// DefaultAlgorithms).
+	Algorithms []ratelimit.Algorithm
+
+	// Approximate, when non-nil, declares the store approximate (such as a
+	// gossip cluster whose nodes decide locally): it returns how far the
+	// number of units admitted under limit may stray from the exact count
+	// when the suite spreads calls over stores instances at once. The
+	// exactness checks (agreement with the algorithm and linearizability)
+	// are then skipped and contention is checked against the bound. Exact
+	// stores leave it nil.
+	Approximate func(limit ratelimit.Limit, stores int) Bound
+
+	// Seed seeds the suite's random choices; 0 picks a random seed. The
+	// seed is logged so that a failure can be replayed.
+	Seed uint64
+}
+
+// Bound is how far an approximate store may stray from the exact number
+// of admitted units: it may admit up to Under fewer and up to Over more.
+// Both are non-negative; the zero Bound means exact.
+type Bound struct {
+	Under, Over int64
+}
+
+// DefaultAlgorithms returns the algorithms a Harness with nil Algorithms
+// runs with.
+func DefaultAlgorithms() []ratelimit.Algorithm { return defaultAlgorithms() }
+
+// Clock is a manual clock for stores that accept an injected
+// ratelimit.Clock. Its time only moves when the suite calls Set or
+// Advance. It is safe for concurrent use; create it with NewClock.
+type Clock struct {
+	ns atomic.Int64
+}
+
+// NewClock returns a Clock reading start.
+func NewClock(start time.Time) *Clock {
+	c := &Clock{}
+	c.ns.Store(start.UnixNano())
+	return c
+}
+
+// Now returns the clock's time in Unix nanoseconds.
+func (c *Clock) Now() int64 { return c.ns.Load() }
+
+// Set moves the clock to ns Unix nanoseconds, forwards or backwards.
+func (c *Clock) Set(ns int64) { c.ns.Store(ns) }
+
+// Advance moves the clock forward by d (backward when d is negative).
+func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+var _ ratelimit.Clock = (*Clock)(nil)
+
+// Run runs the conformance suite on the store h describes, reporting each
+// misbehaviour as a failure of a named subtest of t. It fails at once when
+// h has no NewStore or lists no algorithm.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewStore == nil {
+		t.Fatal("storetest: Harness.NewStore is nil")
+	}
+	if h.Algorithms == nil {
+		h.Algorithms = DefaultAlgorithms()
+	}
+	if len(h.Algorithms) == 0 {
+		t.Fatal("storetest: no algorithm to test with")
+	}
+	if (h.Stop == nil) != (h.Start == nil) {
+		t.Fatal("storetest: Harness.Stop and Harness.Start must be set together")
+	}
+	seed := h.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("storetest: seed %d (set Harness.Seed to replay), %d algorithms, clock injected: %t, approximate: %t",
+		seed, len(h.Algorithms), h.Clock != nil, h.Approximate != nil)
+	s := &suite{h: h, seed: seed}
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"Sequential", s.testSequential},
+		{"Contention", s.testContention},
+		{"Linearizable", s.testLinearizable},
+		{"Composite", s.testComposite},
+		{"Isolation", s.testIsolation},
+		{"Peek", s.testPeek},
+		{"Reset", s.testReset},
+		{"TTL", s.testTTL},
+		{"Close", s.testClose},
+		{"Context", s.testContext},
+		{"BadInput", s.testBadInput},
+		{"StoreDown", s.testStoreDown},
+	} {
+		t.Run(tc.name, tc.fn)
+	}
+}
+
+// suite carries the harness and the per-run seed to every check.
+type suite struct {
+	h    Harness
+	seed uint64
+	n    atomic.Uint64 // distinguishes the random sources of subtests
+}
+
+// rng returns a random source derived from the run's seed; each call gives
+// a different, reproducible stream.
+func (s *suite) rng() *rand.Rand {
+	return rand.New(rand.NewPCG(s.seed, s.n.Add(1)))
+}
+
+// stores returns n new stores, closed when t ends.
+func (s *suite) stores(t *testing.T, n int) []ratelimit.Store {
+	t.Helper()
+	out := make([]ratelimit.Store, n)
+	for i := range out {
+		st := s.h.NewStore(t)
+		if st == nil {
+			t.Fatal("storetest: NewStore returned nil")
+		}
+		t.Cleanup(func() {
+			if err := st.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		out[i] = st
+	}
+	return out
+}
+
+// base is the instant the suite sets an injected clock to at the start of
+// a check: a round time far from the int64 limits.
+var base = time.Date(2031, 3, 14, 15, 9, 26, 0, time.UTC).UnixNano()
+
+// startClock resets the injected clock, if any, to base.
+func (s *suite) startClock() {
+	if s.h.Clock != nil {
+		s.h.Clock.Set(base)
+	}
+}
+
+// now returns the time the suite assumes the store sees: the injected
+// clock, or the local wall clock.
+func (s *suite) now() int64 {
+	if s.h.Clock != nil {
+		return s.h.Clock.Now()
+	}
+	return time.Now().UnixNano()
+}
+
+// frozen is a limit under which nothing refills while the suite runs: one
+// unit per 1000 hours.
+func frozen(burst int64) ratelimit.Limit {
+	return ratelimit.Limit{Count: 1, Period: 1000 * time.Hour, Burst: burst}
+}
+
+// newKey returns a key unique to this run and check.
+func newKey(t *testing.T, r *rand.Rand, name string) string {
+	return fmt.Sprintf("storetest:%016x:%s", r.Uint64(), name)
+}
+
+// opContext bounds one call of the suite, so that a hanging store fails a
+// check instead of the whole test binary.
+func opContext(t *testing.T) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), 30*time.Second)
+}
+
+// apply is Store.Apply with the suite's per-call timeout.
+func apply(t *testing.T, st ratelimit.Store, c ratelimit.Check) (ratelimit.Outcome, error) {
+	ctx, cancel := opContext(t)
+	defer cancel()
+	return st.Apply(ctx, c)
+}
+
+// mustApply is apply that fails the check on error.
+func mustApply(t *testing.T, st ratelimit.Store, c ratelimit.Check) ratelimit.Outcome {
+	t.Helper()
+	o, err := apply(t, st, c)
+	if err != nil {
+		t.Fatalf("Apply(%s): unexpected error: %v", describe(c), err)
+	}
+	return o
+}
+
+// remaining peeks at key and returns the units it could admit now.
+func remaining(t *testing.T, st ratelimit.Store, c ratelimit.Check) int64 {
+	t.Helper()
+	c.Op, c.Cost, c.MaxWait = ratelimit.OpTake, 0, 0
+	return mustApply(t, st, c).Remaining
+}
+
+// describe renders a check for failure messages.
+func describe(c ratelimit.Check) string {
+	alg := "<nil>"
+	if c.Algorithm != nil {
+		alg = c.Algorithm.Name()
+	}
+	key := c.Key
+	if len(key) > 48 {
+		key = key[:48] + fmt.Sprintf("…(%d bytes)", len(c.Key))
+	}
+	s := fmt.Sprintf("%s ns=%q key=%q alg=%s limit=%s cost=%d", c.Op, c.Namespace, key, alg, c.Limit, c.Cost)
+	if c.Op == ratelimit.OpReserve {
+		s += fmt.Sprintf(" maxWait=%s", c.MaxWait)
+	}
+	return s
+}
+
+// typedStoreErr reports whether err is one of the errors a store may
+// return when its backend fails: certainly not applied, or maybe applied.
+func typedStoreErr(err error) bool {
+	return errors.Is(err, ratelimit.ErrUnavailable) || errors.Is(err, ratelimit.ErrUnknownOutcome)
+}
+
+// forEachAlg runs fn as a subtest per algorithm.
+func (s *suite) forEachAlg(t *testing.T, fn func(t *testing.T, alg ratelimit.Algorithm)) {
+	for _, alg := range s.h.Algorithms {
+		t.Run(alg.Name(), func(t *testing.T) { fn(t, alg) })
+	}
+}
