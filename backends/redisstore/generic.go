@@ -1,0 +1,225 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// applyGeneric is the path for any algorithm: read every distinct key and
+// the server's TIME with one script, decide in Go with ratelimit.Evaluate,
+// then write with a compare-and-set script that succeeds only if no key
+// changed since the read. On a conflict the CAS script returns a fresh
+// snapshot, so each further attempt is one round trip; after
+// cfg.casAttempts conflicts it gives up with ErrContention.
+//
+// A call whose decision writes nothing (a denial, a peek) returns after
+// the read: the snapshot was consistent, so the decision is linearizable
+// at the moment of the read.
+func (s *Store) applyGeneric(ctx context.Context, checks []ratelimit.Check, keys []string, out []ratelimit.Outcome) (bool, error) {
+	// Distinct keys, in order of first appearance; idx maps a check to one.
+	uniq := make([]string, 0, len(keys))
+	idx := make([]int, len(keys))
+	for i, k := range keys {
+		idx[i] = -1
+		for j, u := range uniq {
+			if u == k {
+				idx[i] = j
+				break
+			}
+		}
+		if idx[i] < 0 {
+			idx[i] = len(uniq)
+			uniq = append(uniq, k)
+		}
+	}
+	reply, err := s.run(ctx, readScript, uniq, nil)
+	if err != nil {
+		return false, err
+	}
+	now, states, err := parseSnapshot(reply, len(uniq))
+	if err != nil {
+		return false, err
+	}
+	cur := make([][]byte, len(uniq))
+	last := make([]int, len(uniq)) // index of the last check on each key
+	changed := make([]bool, len(uniq))
+	args := make([]any, 3*len(uniq))
+	for attempt := 1; ; attempt++ {
+		allowed, write, err := decideAll(checks, idx, now, states, cur, last, changed, out)
+		if err != nil || !allowed {
+			return false, err
+		}
+		if !write {
+			return true, nil
+		}
+		for j := range uniq {
+			args[3*j] = states[j]
+			args[3*j+1] = cur[j]
+			args[3*j+2] = s.expiry(changed[j], out[last[j]].TTL, cur[j])
+		}
+		reply, err := s.run(ctx, casScript, uniq, args)
+		if err != nil {
+			return false, err
+		}
+		done, n, st, err := parseCAS(reply, len(uniq))
+		if err != nil {
+			return false, err
+		}
+		if done {
+			return true, nil
+		}
+		if attempt >= s.cfg.casAttempts {
+			return false, fmt.Errorf("%w after %d attempts on %d keys", ErrContention, attempt, len(uniq))
+		}
+		now, states = n, st
+		if err := backoff(ctx, attempt); err != nil {
+			return false, fmt.Errorf("%w: redisstore: %w", ratelimit.ErrUnavailable, err)
+		}
+	}
+}
+
+// decideAll evaluates checks in order on the snapshot states, leaving each
+// key's final state in cur and the index of the last check on it in last.
+// It reports whether every OpTake and OpReserve check was allowed and
+// whether any state must be written.
+func decideAll(checks []ratelimit.Check, idx []int, now int64, states []string, cur [][]byte, last []int, changed []bool, out []ratelimit.Outcome) (allowed, write bool, err error) {
+	for j := range cur {
+		cur[j] = []byte(states[j])
+		changed[j] = false
+	}
+	allowed = true
+	for i := range checks {
+		c := &checks[i]
+		j := idx[i]
+		o, next, err := ratelimit.Evaluate(c.Algorithm, c.Op, cur[j], now, c.Limit, c.Cost, c.MaxWait, nil)
+		if err != nil {
+			return false, false, fmt.Errorf("check %d, key %q: %w", i, truncate(c.Key), err)
+		}
+		out[i] = o
+		if (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && !o.Allowed {
+			allowed = false
+		}
+		if o.Changed {
+			cur[j] = next
+			changed[j] = true
+			write = true
+		}
+		last[j] = i
+	}
+	return allowed, write, nil
+}
+
+// expiry returns the CAS script's expiry argument for a distinct key: ""
+// when no check changed it, "0" to delete it (TTL 0 or empty state), else
+// the TTL of the last check on it as PEXPIRE milliseconds.
+func (s *Store) expiry(changed bool, ttl time.Duration, next []byte) string {
+	switch {
+	case !changed:
+		return ""
+	case ttl <= 0 || len(next) == 0:
+		return "0"
+	}
+	return strconv.FormatInt(s.pexpire(ttl), 10)
+}
+
+// pexpire converts a TTL to the milliseconds of PEXPIRE: rounded up, plus
+// the configured margin, saturating far below Redis's limit.
+func (s *Store) pexpire(ttl time.Duration) int64 {
+	const maxMS = 1 << 50
+	ms := int64(ttl / time.Millisecond)
+	if ttl%time.Millisecond != 0 {
+		ms++
+	}
+	ms += int64(s.cfg.ttlMargin / time.Millisecond)
+	return min(ms, maxMS)
+}
+
+// backoff waits a random time that grows with attempt, at most a few
+// milliseconds, so contending callers spread out.
+func backoff(ctx context.Context, attempt int) error {
+	limit := time.Duration(min(attempt, 20)) * 200 * time.Microsecond
+	d := rand.N(limit) + 1
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// parseSnapshot decodes read.lua's reply: TIME then n states.
+func parseSnapshot(reply any, n int) (int64, []string, error) {
+	arr, ok := reply.([]any)
+	if !ok || len(arr) != n+2 {
+		return 0, nil, unexpected(reply)
+	}
+	now, err := parseTime(arr[0], arr[1])
+	if err != nil {
+		return 0, nil, err
+	}
+	states := make([]string, n)
+	for i := range n {
+		switch v := arr[i+2].(type) {
+		case nil:
+		case string:
+			states[i] = v
+		default:
+			return 0, nil, unexpected(reply)
+		}
+	}
+	return now, states, nil
+}
+
+// parseCAS decodes cas.lua's reply.
+func parseCAS(reply any, n int) (done bool, now int64, states []string, err error) {
+	arr, ok := reply.([]any)
+	if !ok || len(arr) == 0 {
+		return false, 0, nil, unexpected(reply)
+	}
+	if v, ok := arr[0].(int64); ok && v == 1 && len(arr) == 1 {
+		return true, 0, nil, nil
+	}
+	now, states, err = parseSnapshot(arr[1:], n)
+	return false, now, states, err
+}
+
+// parseTime converts TIME's seconds and microseconds to Unix nanoseconds.
+func parseTime(secV, usecV any) (int64, error) {
+	sec, err1 := toInt(secV)
+	usec, err2 := toInt(usecV)
+	if err1 != nil || err2 != nil || sec < 0 || usec < 0 || usec >= 1e6 || sec > 9e9 {
+		return 0, fmt.Errorf("%w: redisstore: bad TIME %v %v", ratelimit.ErrUnknownOutcome, secV, usecV)
+	}
+	return sec*1e9 + usec*1e3, nil
+}
+
+func toInt(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	}
+	return 0, fmt.Errorf("not an integer: %T", v)
+}
+
+// unexpected reports a reply of the wrong shape. The script ran, so what
+// it did is unknown.
+func unexpected(reply any) error {
+	return fmt.Errorf("%w: redisstore: unexpected reply %T", ratelimit.ErrUnknownOutcome, reply)
+}
+
+// truncate shortens a key for an error message.
+func truncate(key string) string {
+	if len(key) > 64 {
+		return key[:64] + "…"
+	}
+	return key
+}

@@ -1,0 +1,156 @@
+package redisstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// Defaults of the options.
+const (
+	// DefaultPrefix is the key prefix used when WithPrefix is not given.
+	DefaultPrefix = "sluice:"
+	// DefaultTTLMargin is added to every state's TTL (see WithTTLMargin).
+	DefaultTTLMargin = time.Second
+	// DefaultCASAttempts is how many compare-and-set rounds the generic
+	// path tries before giving up with ErrContention.
+	DefaultCASAttempts = 16
+	// maxPrefixLen bounds the key prefix, in bytes.
+	maxPrefixLen = 256
+)
+
+// Option configures a Store. Options are applied in order by New, which
+// validates them and returns an error wrapping ratelimit.ErrInvalidOption
+// for a bad value.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	prefix          string
+	tag             TagFunc
+	ttlMargin       time.Duration
+	casAttempts     int
+	native          bool
+	checkClient     bool
+	checkEviction   bool
+	logf            func(format string, args ...any)
+	testNow         bool
+	evictionTimeout time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		prefix:          DefaultPrefix,
+		tag:             DefaultTag,
+		ttlMargin:       DefaultTTLMargin,
+		casAttempts:     DefaultCASAttempts,
+		native:          true,
+		checkClient:     true,
+		evictionTimeout: time.Second,
+	}
+}
+
+// WithPrefix sets the prefix of every Redis key the store writes; the
+// default is DefaultPrefix. It may be empty, must be at most 256 bytes and
+// must not contain '{' or '}' (they would change the Cluster hash slot).
+// Give every application sharing a Redis its own prefix; an ACL user limited
+// to the pattern prefix* is enough for the store.
+func WithPrefix(prefix string) Option {
+	return optionFunc(func(c *config) error {
+		if len(prefix) > maxPrefixLen {
+			return fmt.Errorf("%w: redisstore: prefix of %d bytes is longer than %d", ratelimit.ErrInvalidOption, len(prefix), maxPrefixLen)
+		}
+		if strings.ContainsAny(prefix, "{}") {
+			return fmt.Errorf("%w: redisstore: prefix %q contains a brace", ratelimit.ErrInvalidOption, prefix)
+		}
+		c.prefix = prefix
+		return nil
+	})
+}
+
+// WithHashTag sets the function choosing each check's hash tag source; the
+// default is DefaultTag. Checks whose sources are equal share a Redis
+// Cluster slot (and a Ring shard), which a composite (ApplyAll) needs on a
+// ClusterClient or a Ring. The source is hashed into a fixed 8-character
+// tag, so it may hold any bytes.
+func WithHashTag(f TagFunc) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return fmt.Errorf("%w: redisstore: nil hash tag function", ratelimit.ErrInvalidOption)
+		}
+		c.tag = f
+		return nil
+	})
+}
+
+// WithTTLMargin sets how long, beyond the TTL the algorithm reports, Redis
+// keeps a state (PEXPIRE = TTL rounded up to a millisecond + margin); the
+// default is DefaultTTLMargin. Expiry at the algorithm's TTL changes nothing
+// by contract; the margin absorbs clock differences after a failover to a
+// replica. It must be between 0 and one hour.
+func WithTTLMargin(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 || d > time.Hour {
+			return fmt.Errorf("%w: redisstore: TTL margin %s outside 0..1h", ratelimit.ErrInvalidOption, d)
+		}
+		c.ttlMargin = d
+		return nil
+	})
+}
+
+// WithCASAttempts sets how many compare-and-set rounds the generic path
+// (algorithms without a Lua program) makes under contention before
+// returning ErrContention; the default is DefaultCASAttempts. It must be
+// between 1 and 1000.
+func WithCASAttempts(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 || n > 1000 {
+			return fmt.Errorf("%w: redisstore: %d CAS attempts outside 1..1000", ratelimit.ErrInvalidOption, n)
+		}
+		c.casAttempts = n
+		return nil
+	})
+}
+
+// WithoutNativeScripts makes the store use the generic path (read, decide
+// in Go, compare-and-set) for every algorithm, even those with a Lua
+// program. It exists for comparison and tests; the native path is faster.
+func WithoutNativeScripts() Option {
+	return optionFunc(func(c *config) error {
+		c.native = false
+		return nil
+	})
+}
+
+// WithoutClientCheck disables New's refusal of a go-redis client whose
+// options do not set ContextTimeoutEnabled. Without that setting go-redis
+// ignores context deadlines on the socket, so calls can outlast their
+// deadline; use this option only when the client is wrapped by something
+// that enforces deadlines itself.
+func WithoutClientCheck() Option {
+	return optionFunc(func(c *config) error {
+		c.checkClient = false
+		return nil
+	})
+}
+
+// WithEvictionCheck makes New read maxmemory-policy with CONFIG GET and
+// report through logf when the policy may evict limiter keys (any policy
+// but noeviction: an evicted state comes back full, a free burst). The
+// check is best effort: when CONFIG is denied (ACL, managed services) or
+// fails, logf is told and New still succeeds. logf must be safe to call
+// from New's goroutine; nil selects log.Printf.
+func WithEvictionCheck(logf func(format string, args ...any)) Option {
+	return optionFunc(func(c *config) error {
+		c.checkEviction = true
+		c.logf = logf
+		return nil
+	})
+}

@@ -1,0 +1,299 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"reflect"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// Client is the part of a go-redis client the store uses: *redis.Client,
+// *redis.ClusterClient, *redis.Ring and redis.UniversalClient implement it.
+// The store sends every script through Process as a command marked
+// no-retry, so go-redis never resends a script whose reply was lost.
+type Client interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+type clientKind uint8
+
+const (
+	kindOther clientKind = iota
+	kindSingle
+	kindCluster
+	kindRing
+)
+
+// Store is a ratelimit.Store on Redis or Redis Cluster. Each state is one
+// Redis string holding the algorithm's encoding, with a PEXPIRE of the TTL
+// the algorithm reports plus a margin.
+//
+// Apply and ApplyAll run one Lua script per call for algorithms with a
+// native program (see the package documentation) and, for any other
+// algorithm, read the states with one script, decide in Go and write them
+// back with a compare-and-set script.
+//
+// A Store is safe for concurrent use. It does not own the client: Close
+// marks the store closed and leaves the client open. Create one with New;
+// the zero value is not usable.
+type Store struct {
+	client Client
+	kind   clientKind
+	cfg    config
+	closed atomic.Bool
+	// now, when set (tests only), replaces the server's TIME in the native
+	// script: it returns Unix seconds and nanoseconds within the second.
+	now func() (sec, nsec int64)
+}
+
+// New returns a Store sending its scripts through client.
+//
+// Configure the client with ContextTimeoutEnabled: true, so context
+// deadlines bound every socket read and write; New refuses a
+// *redis.Client, *redis.ClusterClient or *redis.Ring without it (wrapping
+// ratelimit.ErrInvalidOption) unless WithoutClientCheck is given. go-redis
+// retries (MaxRetries, MaxRedirects) do not apply to the store's scripts,
+// which are marked no-retry; MaxRetries: -1 is still recommended for a
+// client dedicated to the limiter.
+//
+// New sends nothing to Redis unless WithEvictionCheck is given.
+func New(client Client, opts ...Option) (*Store, error) {
+	if client == nil || isNilPointer(client) {
+		return nil, fmt.Errorf("%w: redisstore: nil client", ratelimit.ErrInvalidOption)
+	}
+	s := &Store{client: client, cfg: defaultConfig()}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: redisstore: nil option", ratelimit.ErrInvalidOption)
+		}
+		if err := o.apply(&s.cfg); err != nil {
+			return nil, err
+		}
+	}
+	var ctxTimeouts bool
+	switch c := client.(type) {
+	case *redis.Client:
+		s.kind, ctxTimeouts = kindSingle, c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		s.kind, ctxTimeouts = kindCluster, c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		s.kind, ctxTimeouts = kindRing, c.Options().ContextTimeoutEnabled
+	default:
+		s.kind, ctxTimeouts = kindOther, true
+	}
+	if s.cfg.checkClient && !ctxTimeouts {
+		return nil, fmt.Errorf("%w: redisstore: the go-redis client must set ContextTimeoutEnabled: true, or calls can outlast their context deadline (see WithoutClientCheck)", ratelimit.ErrInvalidOption)
+	}
+	if s.cfg.checkEviction {
+		logf := s.cfg.logf
+		if logf == nil {
+			logf = log.Printf
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.evictionTimeout)
+		policies, err := s.EvictionPolicies(ctx)
+		cancel()
+		switch {
+		case err != nil:
+			logf("redisstore: could not read maxmemory-policy (limiter keys may be evicted unnoticed): %v", err)
+		default:
+			for _, p := range policies {
+				if p != "noeviction" {
+					logf("redisstore: maxmemory-policy is %q: Redis may evict limiter keys, and an evicted key comes back with its full burst; use noeviction for limiter state", p)
+					break
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// EvictionPolicies returns the maxmemory-policy of every server the client
+// writes to (each master of a Cluster, each shard of a Ring), read with
+// CONFIG GET. Any policy but "noeviction" may evict limiter keys. The
+// error is the client's (for example NOPERM when an ACL denies CONFIG),
+// unclassified.
+func (s *Store) EvictionPolicies(ctx context.Context) ([]string, error) {
+	if s.closed.Load() {
+		return nil, ratelimit.ErrClosed
+	}
+	var (
+		mu  sync.Mutex
+		out []string
+	)
+	get := func(ctx context.Context, c *redis.Client) error {
+		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out = append(out, v["maxmemory-policy"])
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.Client:
+		err = get(ctx, c)
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, get)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, get)
+	default:
+		cmd := redis.NewMapStringStringCmd(ctx, "config", "get", "maxmemory-policy")
+		if err = s.client.Process(ctx, cmd); err == nil {
+			out = append(out, cmd.Val()["maxmemory-policy"])
+		}
+	}
+	if err != nil {
+		return out, fmt.Errorf("redisstore: CONFIG GET maxmemory-policy: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) begin(ctx context.Context) error {
+	if s.closed.Load() {
+		return ratelimit.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: redisstore: %w", ratelimit.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Apply applies c atomically with one script call for an algorithm with a
+// native program, or with the generic read / compare-and-set path
+// otherwise. Errors wrap the ratelimit sentinels: invalid input (nothing
+// sent), ErrUnavailable (certainly not applied), ErrUnknownOutcome (sent,
+// no reply: may have been applied), ErrCorruptState, ErrUnsupported,
+// ErrClosed. Denial is not an error.
+func (s *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
+	if err := s.begin(ctx); err != nil {
+		return ratelimit.Outcome{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return ratelimit.Outcome{}, err
+	}
+	var out [1]ratelimit.Outcome
+	checks := [1]ratelimit.Check{c}
+	if _, err := s.apply(ctx, checks[:], out[:]); err != nil {
+		return ratelimit.Outcome{}, err
+	}
+	return out[0], nil
+}
+
+// ApplyAll applies checks as one atomic step, all or nothing, in one
+// script call when every algorithm has a native program. On a
+// ClusterClient every key must hash to one slot, and on a Ring every check
+// must have the same hash tag (see WithHashTag); otherwise ApplyAll sends
+// nothing and returns an error wrapping ratelimit.ErrCrossSlot. Other errors
+// are those of Apply.
+func (s *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
+	if err := s.begin(ctx); err != nil {
+		return false, err
+	}
+	if len(out) < len(checks) {
+		return false, fmt.Errorf("%w: redisstore: %d outcomes for %d checks", ratelimit.ErrInvalidOption, len(out), len(checks))
+	}
+	if len(checks) == 0 {
+		return true, nil
+	}
+	for i := range checks {
+		if err := checks[i].Validate(); err != nil {
+			return false, fmt.Errorf("check %d: %w", i, err)
+		}
+	}
+	return s.apply(ctx, checks, out[:len(checks)])
+}
+
+// apply runs validated checks on the native path when it covers all of
+// them, else on the generic path.
+func (s *Store) apply(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
+	keys, err := s.keys(checks)
+	if err != nil {
+		return false, err
+	}
+	if s.cfg.native && nativeCovers(checks) {
+		return s.applyNative(ctx, checks, keys, out)
+	}
+	return s.applyGeneric(ctx, checks, keys, out)
+}
+
+// keys returns the Redis key of every check and refuses a set of keys the
+// client cannot use in one script.
+func (s *Store) keys(checks []ratelimit.Check) ([]string, error) {
+	keys := make([]string, len(checks))
+	var buf []byte
+	for i := range checks {
+		buf = s.redisKey(buf[:0], checks[i].Namespace, checks[i].Key)
+		keys[i] = string(buf)
+	}
+	if len(keys) < 2 || s.kind == kindSingle {
+		return keys, nil
+	}
+	if s.kind == kindRing {
+		// A Ring picks a shard by the tag with its own hash: only equal tags
+		// are sure to share one.
+		t0 := tagOf(keys[0])
+		for i := 1; i < len(keys); i++ {
+			if tagOf(keys[i]) != t0 {
+				return nil, fmt.Errorf("%w: redisstore: checks 0 and %d have different hash tags on a Ring", ratelimit.ErrCrossSlot, i)
+			}
+		}
+		return keys, nil
+	}
+	slot := keySlot(keys[0])
+	for i := 1; i < len(keys); i++ {
+		if sl := keySlot(keys[i]); sl != slot {
+			return nil, fmt.Errorf("%w: redisstore: check 0 is in cluster slot %d and check %d in slot %d (give the keys one hash tag, see WithHashTag)", ratelimit.ErrCrossSlot, slot, i, sl)
+		}
+	}
+	return keys, nil
+}
+
+// tagOf returns the hash tag of a key built by redisKey.
+func tagOf(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			return key[i+1 : i+1+tagLen]
+		}
+	}
+	return key
+}
+
+// Reset deletes the state of key in namespace, making it fully available
+// again. Resetting a key without state is not an error. Errors wrap
+// ratelimit.ErrInvalidKey, ErrUnavailable, ErrUnknownOutcome or ErrClosed.
+func (s *Store) Reset(ctx context.Context, namespace, key string) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	if !ratelimit.ValidKey(key) || len(namespace) > ratelimit.MaxKeyLen {
+		return fmt.Errorf("%w: redisstore: key of %d bytes or namespace of %d bytes", ratelimit.ErrInvalidKey, len(key), len(namespace))
+	}
+	k := string(s.redisKey(nil, namespace, key))
+	cmd := noRetryCmd{redis.NewCmd(ctx, "del", k)}
+	if err := s.client.Process(ctx, cmd); err != nil {
+		return classify(err)
+	}
+	return nil
+}
+
+// Close marks the store closed; it does not close the client. Closing
+// twice is not an error; every other call after Close returns
+// ratelimit.ErrClosed.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+var _ ratelimit.Store = (*Store)(nil)
