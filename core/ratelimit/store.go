@@ -91,8 +91,8 @@ type Store interface {
 	Close() error
 }
 
-// Key validation helper shared by stores: ValidKey reports whether key has
-// an acceptable length. Content is never restricted.
+// ValidKey reports whether key has an acceptable length (1..MaxKeyLen
+// bytes). Content is never restricted: any byte is data. Stores share it.
 func ValidKey(key string) bool { return len(key) > 0 && len(key) <= MaxKeyLen }
 
 // printableKey renders a key for error messages without dumping arbitrary
