@@ -7,8 +7,8 @@ MODULES := core algorithms backends/redisstore backends/pgstore cluster conforma
 ALL_MODULES := $(MODULES) bench tools
 PKGS := github.com/sluicehq/sluice/...
 TEST_FLAGS ?= -race -shuffle=on -count=1
-LINT := go tool -modfile=$(CURDIR)/tools/go.mod golangci-lint
-BENCHSTAT := go tool -modfile=$(CURDIR)/tools/go.mod benchstat
+LINT := GOWORK=off go tool -modfile=$(CURDIR)/tools/go.mod golangci-lint
+BENCHSTAT := GOWORK=off go tool -modfile=$(CURDIR)/tools/go.mod benchstat
 
 .PHONY: help fmt lint vet tidy check-deps test test-modules conformance bench ci quickstart
 
