@@ -1,0 +1,143 @@
+package tokenbucket_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithms/internal/algtest"
+	"github.com/sluicehq/sluice/algorithms/internal/model"
+	"github.com/sluicehq/sluice/algorithms/tokenbucket"
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+var allOps = []ratelimit.Op{ratelimit.OpTake, ratelimit.OpReserve, ratelimit.OpRefund, ratelimit.OpCharge}
+
+func newModel(l ratelimit.Limit) algtest.Model { return &model.Bucket{L: l, Clamp: true} }
+
+func TestName(t *testing.T) {
+	if got := tokenbucket.New().Name(); got != "tokenbucket" {
+		t.Fatalf("Name() = %q", got)
+	}
+}
+
+func TestDecideTable(t *testing.T) {
+	const t0 = int64(1_700_000_000_000_000_000)
+	l := ratelimit.Limit{Count: 3, Period: time.Second, Burst: 4}
+	steps := []struct {
+		at   time.Duration
+		cost int64
+		want ratelimit.Outcome
+	}{
+		{0, 4, ratelimit.Outcome{Allowed: true, Changed: true, Remaining: 0, ResetAfter: 1333333334, TTL: 1333333334}},
+		{0, 1, ratelimit.Outcome{RetryAfter: 333333334, ResetAfter: 1333333334, TTL: 1333333334}},
+		{333333333, 1, ratelimit.Outcome{RetryAfter: 1, ResetAfter: 1000000001, TTL: 1000000001}},
+		{333333334, 0, ratelimit.Outcome{Allowed: true, Remaining: 1, ResetAfter: 1000000000, TTL: 1000000000}},
+		{333333334, 1, ratelimit.Outcome{Allowed: true, Changed: true, Remaining: 0, ResetAfter: 1333333333, TTL: 1333333333}},
+		{time.Second, 2, ratelimit.Outcome{Allowed: true, Changed: true, Remaining: 0, ResetAfter: 1333333334, TTL: 1333333334}},
+		{time.Second, 5, ratelimit.Outcome{RetryAfter: ratelimit.Never, ResetAfter: 1333333334, TTL: 1333333334}},
+		{time.Second / 2, 1, ratelimit.Outcome{RetryAfter: 833333334, ResetAfter: 1833333334, TTL: 1833333334}}, // clock went back 0.5 s
+		{10 * time.Second, 0, ratelimit.Outcome{Allowed: true, Remaining: 4}},
+	}
+	alg := tokenbucket.New()
+	var state []byte
+	for i, s := range steps {
+		got, next, err := alg.Decide(state, t0+int64(s.at), l, s.cost, nil)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got != s.want {
+			t.Fatalf("step %d:\n got %+v\nwant %+v", i, got, s.want)
+		}
+		state = next
+	}
+}
+
+func TestReserveRefundCharge(t *testing.T) {
+	const t0 = int64(1_000_000_000)
+	l := ratelimit.Limit{Count: 1, Period: time.Second, Burst: 2}
+	alg := tokenbucket.New()
+	o, s, err := alg.Reserve(nil, t0, l, 2, 0, nil)
+	if err != nil || !o.Allowed || o.Delay != 0 {
+		t.Fatalf("reserve full: %+v %v", o, err)
+	}
+	o, s2, err := alg.Reserve(s, t0, l, 1, 500*time.Millisecond, nil)
+	if err != nil || o.Allowed || o.RetryAfter != time.Second || o.Changed || string(s2) != string(s) {
+		t.Fatalf("reserve over maxWait: %+v %v", o, err)
+	}
+	o, s, err = alg.Reserve(s, t0, l, 1, time.Second, nil)
+	if err != nil || !o.Allowed || o.Delay != time.Second || o.Remaining != 0 || o.ResetAfter != 3*time.Second {
+		t.Fatalf("reserve in debt: %+v %v", o, err)
+	}
+	o, s, err = alg.Refund(s, t0, l, 5, nil)
+	if err != nil || !o.Allowed || o.Remaining != 2 || len(s) != 0 || o.TTL != 0 {
+		t.Fatalf("refund above full: %+v %x %v", o, s, err)
+	}
+	o, s, err = alg.Charge(s, t0, l, 5, nil)
+	if err != nil || o.Allowed || o.Remaining != 0 || o.RetryAfter != 4*time.Second || o.ResetAfter != 5*time.Second {
+		t.Fatalf("charge into debt: %+v %v", o, err)
+	}
+	if o, _, _ := alg.Decide(s, t0+int64(4*time.Second), l, 1, nil); !o.Allowed {
+		t.Fatalf("debt not repaid after RetryAfter: %+v", o)
+	}
+}
+
+func TestModel(t *testing.T) {
+	algtest.CompareModel(t, tokenbucket.New(), newModel, []ratelimit.Op{ratelimit.OpTake}, true, 1)
+}
+
+func TestModelAllOps(t *testing.T) {
+	algtest.CompareModel(t, tokenbucket.New(), newModel, allOps, true, 2)
+}
+
+func TestRules(t *testing.T) { algtest.Rules(t, tokenbucket.New(), 3) }
+
+func TestEdges(t *testing.T) { algtest.Edges(t, tokenbucket.New()) }
+
+func TestGarbage(t *testing.T) { algtest.Garbage(t, tokenbucket.New(), tokenbucket.Tag, 4) }
+
+func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, tokenbucket.New()) }
+
+func TestCorruptState(t *testing.T) {
+	for _, s := range [][]byte{{0x11}, make([]byte, tokenbucket.StateLen), append([]byte{0x11}, make([]byte, tokenbucket.StateLen)...)} {
+		_, out, err := tokenbucket.New().Decide(s, 0, ratelimit.PerSecond(1), 1, nil)
+		if !errors.Is(err, ratelimit.ErrCorruptState) || len(out) != 0 {
+			t.Fatalf("state %x: %v", s, err)
+		}
+	}
+}
+
+func FuzzDecide(f *testing.F) {
+	_, s, _ := tokenbucket.New().Decide(nil, 1e18, ratelimit.PerSecond(10), 3, nil)
+	f.Add(s, int64(1e18), int64(10), int64(time.Second), int64(10), int64(1))
+	f.Add([]byte{}, int64(0), int64(1), int64(1), int64(1), int64(0))
+	f.Fuzz(func(t *testing.T, state []byte, now, count, period, burst, cost int64) {
+		l := ratelimit.Limit{Count: count, Period: time.Duration(period), Burst: burst}
+		if l.Validate() != nil || cost < 0 || cost > ratelimit.MaxCost {
+			return
+		}
+		o, _, err := tokenbucket.New().Decide(state, now, l, cost, nil)
+		if err != nil {
+			if !errors.Is(err, ratelimit.ErrCorruptState) {
+				t.Fatal(err)
+			}
+			return
+		}
+		if o.Remaining < 0 || o.Remaining > burst || o.RetryAfter < 0 || o.TTL < 0 || o.ResetAfter < 0 {
+			t.Fatalf("insane outcome %+v", o)
+		}
+	})
+}
+
+func BenchmarkDecide(b *testing.B) {
+	alg := tokenbucket.New()
+	l := ratelimit.PerSecond(1_000_000)
+	now := int64(1_700_000_000_000_000_000)
+	_, state, _ := alg.Decide(nil, now, l, 1, nil)
+	dst := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		now += 1000
+		_, dst, _ = alg.Decide(state, now, l, 1, dst[:0])
+	}
+}
