@@ -45,6 +45,9 @@ func (s *Store) applyGeneric(ctx context.Context, checks []ratelimit.Check, keys
 	if err != nil {
 		return false, err
 	}
+	if s.cfg.clock != nil {
+		now = s.cfg.clock.Now()
+	}
 	cur := make([][]byte, len(uniq))
 	last := make([]int, len(uniq)) // index of the last check on each key
 	changed := make([]bool, len(uniq))
@@ -77,6 +80,9 @@ func (s *Store) applyGeneric(ctx context.Context, checks []ratelimit.Check, keys
 			return false, fmt.Errorf("%w after %d attempts on %d keys", ErrContention, attempt, len(uniq))
 		}
 		now, states = n, st
+		if s.cfg.clock != nil {
+			now = s.cfg.clock.Now()
+		}
 		if err := backoff(ctx, attempt); err != nil {
 			return false, fmt.Errorf("%w: redisstore: %w", ratelimit.ErrUnavailable, err)
 		}

@@ -4,16 +4,20 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sluicehq/sluice/conformance v0.0.0
 	github.com/sluicehq/sluice/core v0.0.0
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
 
 replace (
 	github.com/sluicehq/sluice/algorithms => ../../algorithms
+	github.com/sluicehq/sluice/conformance => ../../conformance
 	github.com/sluicehq/sluice/core => ../../core
 )

@@ -41,7 +41,7 @@ type config struct {
 	checkClient     bool
 	checkEviction   bool
 	logf            func(format string, args ...any)
-	testNow         bool
+	clock           ratelimit.Clock
 	evictionTimeout time.Duration
 }
 
@@ -151,6 +151,23 @@ func WithEvictionCheck(logf func(format string, args ...any)) Option {
 	return optionFunc(func(c *config) error {
 		c.checkEviction = true
 		c.logf = logf
+		return nil
+	})
+}
+
+// WithTestClock makes the store take "now" from clock instead of the Redis
+// server's TIME: the native scripts receive it as arguments and the
+// generic path decides with it. It is meant for tests only (conformance
+// suites that compare outcomes at fixed instants, differential tests of
+// the Lua programs): in production each process would impose its own
+// clock on shared state, and the server's single clock is what keeps
+// several processes consistent. Redis still expires keys on its own clock.
+func WithTestClock(clock ratelimit.Clock) Option {
+	return optionFunc(func(c *config) error {
+		if clock == nil {
+			return fmt.Errorf("%w: redisstore: nil clock", ratelimit.ErrInvalidOption)
+		}
+		c.clock = clock
 		return nil
 	})
 }

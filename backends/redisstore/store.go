@@ -46,9 +46,6 @@ type Store struct {
 	kind   clientKind
 	cfg    config
 	closed atomic.Bool
-	// now, when set (tests only), replaces the server's TIME in the native
-	// script: it returns Unix seconds and nanoseconds within the second.
-	now func() (sec, nsec int64)
 }
 
 // New returns a Store sending its scripts through client.
