@@ -1,0 +1,734 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+const (
+	shardCount = 64   // lock shards per node
+	inboxSize  = 4096 // gossip messages queued for the merge goroutine
+	// allowanceTicks is how many sync ticks a key a node has never heard
+	// of is held to its startup allowance: long enough for every peer's
+	// consumption from before the key's creation to arrive.
+	allowanceTicks = 2
+	// udpOverhead is what memberlist adds to a user message on the wire
+	// (message type, CRC, label header, encryption nonce and tag).
+	udpOverhead = 64
+	// maxPacketsPerPeer is how many UDP packets one sync may send a peer;
+	// beyond it the batch goes as one reliable (TCP) message.
+	maxPacketsPerPeer = 32
+)
+
+// Node is one member of a gossip cluster and a ratelimit.Store. It decides
+// every check locally, from its own copy of each key's state, with no
+// network round trip; a background goroutine sends the consumption it
+// admitted to every member each SyncInterval and charges what the others
+// admitted to its own copy (see the package documentation for the bound
+// this gives).
+//
+// A Node is safe for concurrent use. Create it with New; release it with
+// Leave (graceful) and Close.
+type Node struct {
+	cfg   Config
+	clock ratelimit.Clock
+	log   *slog.Logger
+	seed  maphash.Seed
+	name  string
+
+	shards [shardCount]shard
+
+	ml *memberlist.Memberlist
+
+	algs sync.Map // algorithm name → ratelimit.Algorithm
+
+	memMu   sync.Mutex
+	members map[string]bool  // live member names, this node included
+	failed  map[string]int64 // failed (not left) members → wall time of failure
+	gens    map[string]uint64
+	live    atomic.Int64 // len(members), read on the hot path
+
+	lastInc atomic.Int64 // last record incarnation handed out
+
+	inbox    chan inboxItem
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	syncMu   sync.Mutex // serialises sync sends (ticker and Leave)
+	tickNo   atomic.Uint64
+	lastTick int64 // clock time of the previous tick; syncMu
+	sweepAt  int   // next shard to sweep; syncMu
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+
+	stats struct {
+		sentBytes, sentPackets, reliable, received, dropped, malformed, capped atomic.Uint64
+	}
+}
+
+type inboxItem struct {
+	b    []byte
+	done chan struct{} // non-nil: a barrier, closed when reached
+}
+
+type nsKey struct{ ns, key string }
+
+type shard struct {
+	mu      sync.Mutex
+	m       map[nsKey]*record
+	dirty   []*record // records whose own counter changed since the last sync
+	young   []*record // records under their startup allowance
+	scratch []byte
+	_       [64]byte
+}
+
+// record is a node's view of one key. Guarded by its shard's mutex.
+type record struct {
+	id      nsKey
+	alg     ratelimit.Algorithm // nil until known (learned from a peer under an unknown name)
+	limit   ratelimit.Limit
+	state   []byte
+	expires int64 // clock time after which state equals the initial state
+
+	// Startup allowance of a key this node had never heard of: while
+	// allowN > 1 the node admits at most (Burst + r·(now−created))/allowN.
+	created   int64
+	allowN    int64
+	taken     int64
+	youngTick uint64
+
+	inc   uint64 // incarnation of this node's own counter for the key
+	own   uint64 // units this node admitted in incarnation inc
+	dirty bool
+
+	comps   map[string]*comp // other origins' components
+	phantom float64          // fractional partition charge carried over
+
+	// A key learned from a peer under an algorithm this node cannot
+	// resolve yet: the level the peer reported, when, and what was
+	// charged since. Applied when the node first serves the key.
+	remLevel, remAt, pending int64
+}
+
+type comp struct {
+	inc, count uint64
+	gen        uint64 // the origin's rejoin generation at the last merge
+	at         int64  // clock time of the last accepted increase
+}
+
+// New starts a node: it binds the gossip port, joins cfg.Seeds (if any),
+// merges the counters the seeds hold, and starts the sync and merge
+// goroutines. It returns an error wrapping ratelimit.ErrInvalidOption for
+// an unusable Config and ratelimit.ErrUnavailable when the port cannot be
+// bound or no seed answers.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:     cfg,
+		clock:   cfg.Clock,
+		log:     cfg.Logger,
+		seed:    maphash.MakeSeed(),
+		name:    cfg.Name,
+		members: map[string]bool{cfg.Name: true},
+		failed:  map[string]int64{},
+		gens:    map[string]uint64{},
+		inbox:   make(chan inboxItem, inboxSize),
+		stop:    make(chan struct{}),
+	}
+	n.cfg.Seeds = slices.Clone(cfg.Seeds)
+	n.cfg.SecretKey = slices.Clone(cfg.SecretKey)
+	if n.clock == nil {
+		n.clock = ratelimit.SystemClock{}
+	}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	n.live.Store(1)
+	for i := range n.shards {
+		n.shards[i].m = make(map[nsKey]*record)
+	}
+	for _, a := range cfg.Algorithms {
+		n.algs.LoadOrStore(a.Name(), a)
+	}
+
+	var mc memberlist.Config
+	if cfg.Memberlist != nil {
+		mc = *cfg.Memberlist
+	} else {
+		mc = *memberlist.DefaultLANConfig()
+	}
+	mc.Name = cfg.Name
+	mc.BindAddr, mc.BindPort = cfg.BindAddr, cfg.BindPort
+	mc.AdvertiseAddr, mc.AdvertisePort = cfg.AdvertiseAddr, cfg.AdvertisePort
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = cfg.BindPort
+	}
+	mc.Label = cfg.Label
+	mc.SecretKey = n.cfg.SecretKey
+	mc.Keyring = nil
+	if len(n.cfg.SecretKey) != 0 {
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
+	mc.PushPullInterval = cfg.PushPullInterval
+	mc.Delegate = (*delegate)(n)
+	mc.Events = (*events)(n)
+	mc.Logger = slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
+	if n.log.Handler() == slog.DiscardHandler {
+		mc.Logger = log.New(io.Discard, "", 0)
+	}
+	mc.LogOutput = nil
+
+	ml, err := memberlist.Create(&mc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cluster: start memberlist: %v", ratelimit.ErrUnavailable, err)
+	}
+	n.ml = ml
+	n.lastTick = n.clock.Now()
+	n.wg.Add(2)
+	go n.mergeLoop()
+	go n.syncLoop()
+	if len(cfg.Seeds) > 0 {
+		if _, err := ml.Join(n.cfg.Seeds); err != nil {
+			_ = n.Close()
+			return nil, fmt.Errorf("%w: cluster: join %v: %v", ratelimit.ErrUnavailable, cfg.Seeds, err)
+		}
+		// The join's push/pull queued the seeds' state; wait until it
+		// is merged so that the node never serves a key it could know.
+		if err := n.barrier(10 * time.Second); err != nil {
+			_ = n.Close()
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// barrier waits until the merge goroutine has handled every message
+// queued before it.
+func (n *Node) barrier(timeout time.Duration) error {
+	done := make(chan struct{})
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case n.inbox <- inboxItem{done: done}:
+	case <-t.C:
+		return fmt.Errorf("%w: cluster: merge queue full", ratelimit.ErrUnavailable)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-n.stop:
+		return ratelimit.ErrClosed
+	case <-t.C:
+		return fmt.Errorf("%w: cluster: merging the joined state took over %s", ratelimit.ErrUnavailable, timeout)
+	}
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Addr returns the "host:port" address peers reach this node at, the
+// value to pass as a seed to other nodes.
+func (n *Node) Addr() string {
+	ln := n.ml.LocalNode()
+	return ln.Address()
+}
+
+// Members returns the names of the live members, this node included, in
+// no particular order.
+func (n *Node) Members() []string {
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	out := make([]string, 0, len(n.members))
+	for m := range n.members {
+		out = append(out, m)
+	}
+	return out
+}
+
+// Stats are counters a Node keeps for tests and metrics. All are totals
+// since New.
+type Stats struct {
+	// Members is the number of live members, this node included.
+	Members int
+	// RefMembers is N_ref: live members plus failed ones still held.
+	RefMembers int
+	// SentBytes and SentPackets count sync payload bytes and messages
+	// sent (each copy to each member counts).
+	SentBytes, SentPackets uint64
+	// Reliable counts sync batches sent over TCP because they were too
+	// large for UDP.
+	Reliable uint64
+	// Received counts gossip messages merged; Dropped those lost to a full
+	// queue; Malformed those that failed to decode.
+	Received, Dropped, Malformed uint64
+	// Capped counts counter increases cut to the plausible maximum.
+	Capped uint64
+}
+
+// Stats returns the node's counters. It is safe for concurrent use.
+func (n *Node) Stats() Stats {
+	vis, ref := n.visibility()
+	return Stats{
+		Members:     vis,
+		RefMembers:  ref,
+		SentBytes:   n.stats.sentBytes.Load(),
+		SentPackets: n.stats.sentPackets.Load(),
+		Reliable:    n.stats.reliable.Load(),
+		Received:    n.stats.received.Load(),
+		Dropped:     n.stats.dropped.Load(),
+		Malformed:   n.stats.malformed.Load(),
+		Capped:      n.stats.capped.Load(),
+	}
+}
+
+func (n *Node) shard(ns, key string) *shard {
+	var h maphash.Hash
+	h.SetSeed(n.seed)
+	h.WriteString(key)
+	if ns != "" {
+		h.WriteByte(0)
+		h.WriteString(ns)
+	}
+	return &n.shards[h.Sum64()&(shardCount-1)]
+}
+
+func (n *Node) begin(ctx context.Context) error {
+	if n.closed.Load() {
+		return fmt.Errorf("cluster: node %s: %w", n.name, ratelimit.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return nil
+}
+
+// supported reports whether the cluster can apply c: its algorithm must
+// be a Charger, and refunds cannot be undone on the other members.
+func supported(c *ratelimit.Check) error {
+	if _, ok := c.Algorithm.(ratelimit.Charger); !ok {
+		return fmt.Errorf("%w: cluster: algorithm %s cannot charge consumption seen elsewhere", ratelimit.ErrUnsupported, c.Algorithm.Name())
+	}
+	if c.Op == ratelimit.OpRefund {
+		return fmt.Errorf("%w: cluster: refunds cannot be retracted from the other members' counters", ratelimit.ErrUnsupported)
+	}
+	return nil
+}
+
+// Apply applies c on this node at once, from its local copy of the key.
+// See ratelimit.Store. It returns ErrUnsupported for algorithms that are
+// not a ratelimit.Charger and for OpRefund.
+func (n *Node) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
+	if err := n.begin(ctx); err != nil {
+		return ratelimit.Outcome{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return ratelimit.Outcome{}, err
+	}
+	if err := supported(&c); err != nil {
+		return ratelimit.Outcome{}, err
+	}
+	sh := n.shard(c.Namespace, c.Key)
+	sh.mu.Lock()
+	now := n.clock.Now()
+	rec := sh.m[nsKey{c.Namespace, c.Key}]
+	if rec == nil && c.Cost == 0 && c.Op == ratelimit.OpTake {
+		// A peek at a key without state creates nothing.
+		o, out, err := ratelimit.Evaluate(c.Algorithm, c.Op, nil, now, c.Limit, 0, 0, sh.scratch[:0])
+		sh.scratch = out[:0]
+		sh.mu.Unlock()
+		return o, wrapKey(c.Key, err)
+	}
+	if rec == nil {
+		rec = n.newLocalRecord(sh, c.Namespace, c.Key, now)
+		sh.m[rec.id] = rec
+	}
+	n.adopt(rec, &c, now)
+	state := rec.live(now)
+	o, out, used, err := n.evaluate(rec, &c, now, state, 0, sh.scratch[:0])
+	if err == nil {
+		if o.Changed {
+			rec.setState(out, now, o.TTL)
+		}
+		n.consumed(sh, rec, used)
+	}
+	sh.scratch = out[:0]
+	sh.mu.Unlock()
+	return o, wrapKey(c.Key, err)
+}
+
+func wrapKey(key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if len(key) > 64 {
+		key = key[:64]
+	}
+	return fmt.Errorf("cluster: key %q: %w", key, err)
+}
+
+// newLocalRecord creates the record of a key this node has never heard
+// of. Its bucket starts full (it is the node's view of the global bucket)
+// and the startup allowance keeps the node to its share until the peers'
+// consumption has had time to arrive.
+func (n *Node) newLocalRecord(sh *shard, ns, key string, now int64) *record {
+	rec := &record{
+		id:        nsKey{ns, key},
+		created:   now,
+		allowN:    n.live.Load(),
+		youngTick: n.tickNo.Load(),
+		inc:       n.nextInc(),
+		comps:     map[string]*comp{},
+	}
+	if rec.allowN > 1 {
+		sh.young = append(sh.young, rec)
+	}
+	return rec
+}
+
+// nextInc returns a record incarnation larger than every earlier one of
+// this node, and than those of an earlier process under the same name
+// (it starts from the wall clock).
+func (n *Node) nextInc() uint64 {
+	now := time.Now().UnixNano()
+	for {
+		last := n.lastInc.Load()
+		next := max(now, last+1)
+		if n.lastInc.CompareAndSwap(last, next) {
+			return uint64(next)
+		}
+	}
+}
+
+// adopt makes c's algorithm and limit the record's rule.
+func (n *Node) adopt(rec *record, c *ratelimit.Check, now int64) {
+	if rec.alg != c.Algorithm {
+		if rec.alg == nil || rec.alg.Name() != c.Algorithm.Name() {
+			n.algs.LoadOrStore(c.Algorithm.Name(), c.Algorithm)
+		}
+		unresolved := rec.alg == nil && rec.remAt != 0
+		rec.alg = c.Algorithm
+		if unresolved {
+			// Learned from a peer under an algorithm this node could not
+			// resolve then: rebuild the level the peer reported at the
+			// time, then charge what arrived since.
+			rec.limit = c.Limit
+			pending := rec.pending
+			rec.pending = 0
+			if c.Limit.Burst > rec.remLevel {
+				n.chargeAt(rec, rec.remAt, c.Limit.Burst-rec.remLevel, nil)
+			}
+			n.chargeAt(rec, now, pending, nil)
+		}
+		rec.remAt = 0
+	}
+	if rec.inc == 0 {
+		rec.inc = n.nextInc()
+	}
+	rec.limit = c.Limit
+}
+
+func (r *record) live(now int64) []byte {
+	if r.expires <= now {
+		return nil
+	}
+	return r.state
+}
+
+func (r *record) setState(s []byte, now int64, ttl time.Duration) {
+	r.state = append(r.state[:0], s...)
+	r.expires = satAdd(now, int64(ttl))
+	if ttl <= 0 || len(s) == 0 {
+		r.expires = 0
+	}
+}
+
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > (1<<63-1)-b {
+		return 1<<63 - 1
+	}
+	return a + b
+}
+
+// evaluate applies c to state without changing rec. pending is units
+// taken by earlier checks of the same composite. It returns the outcome,
+// the new state (in dst) and the units this node consumed.
+func (n *Node) evaluate(rec *record, c *ratelimit.Check, now int64, state []byte, pending int64, dst []byte) (ratelimit.Outcome, []byte, int64, error) {
+	taking := (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && c.Cost > 0
+	if taking && rec.allowN > 1 && c.Cost <= c.Limit.Burst {
+		allow := allowance(rec, c.Limit, now)
+		if rec.taken+pending+c.Cost > allow {
+			peek, out, err := ratelimit.Evaluate(c.Algorithm, ratelimit.OpTake, state, now, c.Limit, 0, 0, dst)
+			if err != nil {
+				return ratelimit.Outcome{}, out, 0, err
+			}
+			o := ratelimit.Outcome{
+				Remaining:  min(max(allow-rec.taken-pending, 0), peek.Remaining),
+				RetryAfter: max(n.cfg.SyncInterval*allowanceTicks, peek.RetryAfter, 1),
+				ResetAfter: peek.ResetAfter,
+				TTL:        peek.TTL,
+			}
+			return o, out, 0, nil
+		}
+	}
+	o, out, err := ratelimit.Evaluate(c.Algorithm, c.Op, state, now, c.Limit, c.Cost, c.MaxWait, dst)
+	if err != nil {
+		return o, out, 0, err
+	}
+	var used int64
+	if (taking && o.Allowed) || c.Op == ratelimit.OpCharge {
+		used = c.Cost
+	}
+	return o, out, used, nil
+}
+
+// allowance is how many units a node may have taken under its startup
+// allowance at now: its 1/allowN share of the burst plus the refill since
+// the key was created.
+func allowance(rec *record, l ratelimit.Limit, now int64) int64 {
+	refill := ratelimit.MulDivFloor(l.Count, max(now-rec.created, 0), int64(l.Period))
+	total := l.Burst + min(refill, ratelimit.MaxCount)
+	return (total + rec.allowN - 1) / rec.allowN
+}
+
+// consumed records units this node admitted for rec, to be sent at the
+// next sync.
+func (n *Node) consumed(sh *shard, rec *record, used int64) {
+	if used <= 0 {
+		return
+	}
+	rec.own += uint64(used)
+	rec.taken += used
+	if !rec.dirty {
+		rec.dirty = true
+		sh.dirty = append(sh.dirty, rec)
+	}
+}
+
+// ApplyAll applies checks on this node as one atomic step, all or
+// nothing. See ratelimit.Store. Atomicity is local: another node may admit
+// the same keys concurrently within the documented bound.
+func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
+	if err := n.begin(ctx); err != nil {
+		return false, err
+	}
+	if len(out) < len(checks) {
+		return false, fmt.Errorf("%w: %d outcomes for %d checks", ratelimit.ErrInvalidOption, len(out), len(checks))
+	}
+	shards := make([]*shard, len(checks))
+	for i := range checks {
+		if err := checks[i].Validate(); err != nil {
+			return false, fmt.Errorf("check %d: %w", i, err)
+		}
+		if err := supported(&checks[i]); err != nil {
+			return false, fmt.Errorf("check %d: %w", i, err)
+		}
+		shards[i] = n.shard(checks[i].Namespace, checks[i].Key)
+	}
+	locks := slices.Clone(shards)
+	slices.SortFunc(locks, func(a, b *shard) int {
+		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
+	})
+	locks = slices.Compact(locks)
+	for _, sh := range locks {
+		sh.mu.Lock()
+	}
+	defer func() {
+		for _, sh := range locks {
+			sh.mu.Unlock()
+		}
+	}()
+	now := n.clock.Now()
+	type pending struct {
+		rec   *record
+		state []byte
+		used  int64
+		ttl   time.Duration
+		moved bool
+	}
+	var ps []*pending
+	find := func(r *record) *pending {
+		for _, p := range ps {
+			if p.rec == r {
+				return p
+			}
+		}
+		return nil
+	}
+	var created []*record
+	allowed := true
+	for i := range checks {
+		c := &checks[i]
+		id := nsKey{c.Namespace, c.Key}
+		rec := shards[i].m[id]
+		if rec == nil {
+			rec = &record{id: id, created: now, allowN: n.live.Load(), comps: map[string]*comp{}}
+			shards[i].m[id] = rec
+			created = append(created, rec)
+		}
+		p := find(rec)
+		if p == nil {
+			p = &pending{rec: rec, state: slices.Clone(rec.live(now))}
+			ps = append(ps, p)
+		}
+		o, next, used, err := n.evaluate(rec, c, now, p.state, p.used, nil)
+		if err != nil {
+			n.dropCreated(created)
+			return false, fmt.Errorf("check %d: %w", i, wrapKey(c.Key, err))
+		}
+		out[i] = o
+		if (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && !o.Allowed {
+			allowed = false
+		}
+		if o.Changed {
+			p.state, p.ttl, p.moved = next, o.TTL, true
+		}
+		p.used += used
+	}
+	if !allowed {
+		n.dropCreated(created)
+		return false, nil
+	}
+	for i := range checks {
+		c := &checks[i]
+		rec := shards[i].m[nsKey{c.Namespace, c.Key}]
+		n.adopt(rec, c, now)
+	}
+	for _, p := range ps {
+		sh := n.shard(p.rec.id.ns, p.rec.id.key)
+		if p.moved {
+			p.rec.setState(p.state, now, p.ttl)
+		}
+		n.consumed(sh, p.rec, p.used)
+		if p.rec.allowN > 1 && slices.Contains(created, p.rec) {
+			p.rec.youngTick = n.tickNo.Load()
+			sh.young = append(sh.young, p.rec)
+		}
+	}
+	return true, nil
+}
+
+// dropCreated removes records a failed composite created. The caller
+// holds their shards' locks.
+func (n *Node) dropCreated(created []*record) {
+	for _, r := range created {
+		sh := n.shard(r.id.ns, r.id.key)
+		if sh.m[r.id] == r {
+			delete(sh.m, r.id)
+		}
+	}
+}
+
+// Reset makes key in namespace fully available again on this node and
+// asks every live member to do the same; consumption admitted elsewhere
+// before the peers see the reset may still be charged afterwards.
+func (n *Node) Reset(ctx context.Context, namespace, key string) error {
+	if err := n.begin(ctx); err != nil {
+		return err
+	}
+	if !ratelimit.ValidKey(key) {
+		return fmt.Errorf("%w: key length %d outside 1..%d", ratelimit.ErrInvalidKey, len(key), ratelimit.MaxKeyLen)
+	}
+	if len(namespace) > ratelimit.MaxKeyLen {
+		return fmt.Errorf("%w: namespace length %d over %d", ratelimit.ErrInvalidKey, len(namespace), ratelimit.MaxKeyLen)
+	}
+	n.resetLocal(namespace, key)
+	msg := encodeReset(namespace, key)
+	for _, m := range n.ml.Members() {
+		if m.Name == n.name {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cluster: reset sent to some members only: %w", err)
+		}
+		if err := n.ml.SendBestEffort(m, msg); err != nil {
+			n.log.Warn("cluster: reset not sent", "member", m.Name, "err", err)
+		}
+	}
+	return nil
+}
+
+func (n *Node) resetLocal(ns, key string) {
+	sh := n.shard(ns, key)
+	sh.mu.Lock()
+	if rec := sh.m[nsKey{ns, key}]; rec != nil {
+		rec.state, rec.expires, rec.allowN, rec.taken, rec.phantom = rec.state[:0], 0, 0, 0, 0
+	}
+	sh.mu.Unlock()
+}
+
+// Leave sends this node's unsent consumption, then tells the cluster it is
+// leaving and waits up to timeout for that to spread. The members stop
+// counting it toward N_ref at once (no partition scaling for it). Call
+// Close afterwards. Leave after Close returns ErrClosed.
+func (n *Node) Leave(timeout time.Duration) error {
+	if n.closed.Load() {
+		return fmt.Errorf("cluster: node %s: %w", n.name, ratelimit.ErrClosed)
+	}
+	n.syncOnce()
+	if err := n.ml.Leave(timeout); err != nil {
+		return fmt.Errorf("%w: cluster: leave: %v", ratelimit.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close stops the node at once, without a graceful leave: the other
+// members detect it as failed (use Leave first to leave gracefully). It
+// stops every goroutine the node started. Closing twice is not an error;
+// other calls after Close return ErrClosed.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.closed.Store(true)
+		if err := n.ml.Shutdown(); err != nil {
+			n.closeErr = fmt.Errorf("%w: cluster: shutdown: %v", ratelimit.ErrUnavailable, err)
+		}
+		close(n.stop)
+		n.wg.Wait()
+	})
+	return n.closeErr
+}
+
+// visibility returns the live member count and N_ref.
+func (n *Node) visibility() (live, ref int) {
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	now := time.Now().UnixNano()
+	for name, at := range n.failed {
+		if now-at > int64(n.cfg.FailedHold) {
+			delete(n.failed, name)
+		}
+	}
+	return len(n.members), len(n.members) + len(n.failed)
+}
+
+func (n *Node) gen(origin string) uint64 {
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	return n.gens[origin]
+}
+
+// lookupAlg resolves an algorithm name learned from a peer.
+func (n *Node) lookupAlg(name string) ratelimit.Algorithm {
+	if a, ok := n.algs.Load(name); ok {
+		return a.(ratelimit.Algorithm)
+	}
+	return nil
+}
+
+var _ ratelimit.Store = (*Node)(nil)

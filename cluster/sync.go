@@ -1,0 +1,445 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// delegate receives memberlist's data callbacks. None of them blocks:
+// messages are copied and queued for the merge goroutine.
+type delegate Node
+
+// NodeMeta returns no metadata.
+func (d *delegate) NodeMeta(limit int) []byte { return nil }
+
+// NotifyMsg queues a sync or reset message, dropping it when the queue is
+// full (the counters it carries are sent again with the next change and
+// by push/pull).
+func (d *delegate) NotifyMsg(b []byte) { (*Node)(d).enqueue(b) }
+
+// GetBroadcasts returns nothing: sync messages go straight to every
+// member instead of riding memberlist's gossip.
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState returns every key's counters for a push/pull exchange.
+func (d *delegate) LocalState(join bool) []byte { return (*Node)(d).encodeState() }
+
+// MergeRemoteState queues a peer's full state.
+func (d *delegate) MergeRemoteState(buf []byte, join bool) { (*Node)(d).enqueue(buf) }
+
+func (n *Node) enqueue(b []byte) {
+	if len(b) > n.cfg.MaxMessageBytes {
+		n.stats.malformed.Add(1)
+		return
+	}
+	select {
+	case n.inbox <- inboxItem{b: append([]byte(nil), b...)}:
+	default:
+		n.stats.dropped.Add(1)
+	}
+}
+
+// events tracks membership. memberlist calls it from several goroutines,
+// never concurrently; it only updates maps under memMu.
+type events Node
+
+// NotifyJoin records a live member. A member that comes back after it
+// failed gets a new rejoin generation: the first counters merged from it
+// afterwards become the baseline instead of being charged, because its
+// share was already charged as a partition estimate while it was away.
+func (e *events) NotifyJoin(m *memberlist.Node) {
+	n := (*Node)(e)
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	if _, ok := n.failed[m.Name]; ok {
+		delete(n.failed, m.Name)
+		n.gens[m.Name]++
+	}
+	n.members[m.Name] = true
+	n.live.Store(int64(len(n.members)))
+}
+
+// NotifyLeave removes a member; one that failed rather than left stays in
+// N_ref for FailedHold.
+func (e *events) NotifyLeave(m *memberlist.Node) {
+	n := (*Node)(e)
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	if m.Name == n.name {
+		return
+	}
+	delete(n.members, m.Name)
+	if m.State != memberlist.StateLeft && n.cfg.FailedHold > 0 {
+		n.failed[m.Name] = time.Now().UnixNano()
+	}
+	n.live.Store(int64(len(n.members)))
+}
+
+// NotifyUpdate ignores metadata updates.
+func (e *events) NotifyUpdate(*memberlist.Node) {}
+
+func (n *Node) syncLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.syncOnce()
+		}
+	}
+}
+
+// syncOnce runs one sync tick: it lifts expired startup allowances,
+// applies the partition charge, sweeps idle records, and sends the
+// counters of every key this node consumed since the last tick to every
+// member.
+func (n *Node) syncOnce() {
+	n.syncMu.Lock()
+	defer n.syncMu.Unlock()
+	tick := n.tickNo.Add(1)
+	now := n.clock.Now()
+	elapsed := max(now-n.lastTick, 0)
+	n.lastTick = now
+	live, ref := n.visibility()
+	share := 0.0 // fraction of refill to charge as the invisible members' use
+	if ref > live {
+		share = float64(ref-live) / float64(ref)
+	}
+	var entries []wireEntry
+	sweep := n.sweepAt
+	n.sweepAt = (n.sweepAt + 1) % shardCount
+	for i := range n.shards {
+		sh := &n.shards[i]
+		sh.mu.Lock()
+		kept := sh.young[:0]
+		for _, r := range sh.young {
+			if r.allowN > 1 && tick < r.youngTick+allowanceTicks+1 {
+				kept = append(kept, r)
+			} else {
+				r.allowN = 0
+			}
+		}
+		clear(sh.young[len(kept):])
+		sh.young = kept
+		for _, r := range sh.dirty {
+			r.dirty = false
+			if en, ok := n.entryOf(r, now, sh); ok {
+				entries = append(entries, en)
+			}
+		}
+		clear(sh.dirty)
+		sh.dirty = sh.dirty[:0]
+		if share > 0 || i == sweep {
+			for id, r := range sh.m {
+				if share > 0 && r.alg != nil && r.expires > now {
+					n.partitionCharge(sh, r, now, elapsed, share)
+				}
+				if i == sweep && r.expires <= now && !r.dirty && r.allowN <= 1 {
+					delete(sh.m, id)
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if len(entries) > 0 {
+		n.send(entries)
+	}
+}
+
+// partitionCharge charges rec with the refill the invisible members would
+// have used: r·elapsed·share, carrying the fraction to the next tick.
+func (n *Node) partitionCharge(sh *shard, r *record, now, elapsed int64, share float64) {
+	r.phantom += float64(r.limit.Count) * float64(elapsed) / float64(r.limit.Period) * share
+	whole := int64(r.phantom)
+	if whole <= 0 {
+		return
+	}
+	r.phantom -= float64(whole)
+	n.charge(sh, r, now, whole)
+}
+
+// entryOf snapshots rec's counters for the wire. The caller holds sh.mu.
+func (n *Node) entryOf(r *record, now int64, sh *shard) (wireEntry, bool) {
+	if r.alg == nil {
+		return wireEntry{}, false
+	}
+	peek, out, err := ratelimit.Evaluate(r.alg, ratelimit.OpTake, r.live(now), now, r.limit, 0, 0, sh.scratch[:0])
+	sh.scratch = out[:0]
+	if err != nil {
+		peek.Remaining = 0
+	}
+	en := wireEntry{
+		rule:      wireRule{ns: r.id.ns, alg: r.alg.Name(), limit: r.limit},
+		key:       r.id.key,
+		remaining: peek.Remaining,
+		comps:     make([]wireComp, 0, 1+len(r.comps)),
+	}
+	if r.inc != 0 {
+		en.comps = append(en.comps, wireComp{origin: n.name, inc: r.inc, count: r.own})
+	}
+	for o, c := range r.comps {
+		en.comps = append(en.comps, wireComp{origin: o, inc: c.inc, count: c.count})
+	}
+	return en, true
+}
+
+// send delivers entries to every other live member: UDP packets that fit
+// memberlist's buffer, or one reliable message when there are too many.
+func (n *Node) send(entries []wireEntry) {
+	members := n.ml.Members()
+	if len(members) <= 1 {
+		return
+	}
+	udp := n.udpLimit()
+	enc := newEncoder(kindSync, udp)
+	var packets [][]byte
+	for i := range entries {
+		if !enc.add(&entries[i]) {
+			packets = append(packets, enc.finish())
+			enc.add(&entries[i])
+		}
+	}
+	packets = append(packets, enc.finish())
+	reliable := len(packets) > maxPacketsPerPeer
+	if reliable {
+		packets = packets[:0]
+		enc = newEncoder(kindSync, n.cfg.MaxMessageBytes)
+		for i := range entries {
+			if !enc.add(&entries[i]) {
+				packets = append(packets, enc.finish())
+				enc.add(&entries[i])
+			}
+		}
+		packets = append(packets, enc.finish())
+	}
+	for _, m := range members {
+		if m.Name == n.name {
+			continue
+		}
+		for _, p := range packets {
+			var err error
+			if reliable || len(p) > udp {
+				n.stats.reliable.Add(1)
+				err = n.ml.SendReliable(m, p)
+			} else {
+				err = n.ml.SendBestEffort(m, p)
+			}
+			if err != nil {
+				n.log.Debug("cluster: sync not sent", "member", m.Name, "err", err)
+				break
+			}
+			n.stats.sentBytes.Add(uint64(len(p)))
+			n.stats.sentPackets.Add(1)
+		}
+	}
+}
+
+func (n *Node) udpLimit() int {
+	size := 1400
+	if n.cfg.Memberlist != nil && n.cfg.Memberlist.UDPBufferSize > 0 {
+		size = n.cfg.Memberlist.UDPBufferSize
+	}
+	return max(size-udpOverhead-len(n.cfg.Label), 256)
+}
+
+// encodeState returns every record's counters as one message, for
+// push/pull. Records beyond MaxMessageBytes are left out (and sent by
+// later syncs or exchanges).
+func (n *Node) encodeState() []byte {
+	now := n.clock.Now()
+	enc := newEncoder(kindState, n.cfg.MaxMessageBytes)
+	full := false
+	for i := range n.shards {
+		sh := &n.shards[i]
+		sh.mu.Lock()
+		for _, r := range sh.m {
+			en, ok := n.entryOf(r, now, sh)
+			if ok && !enc.add(&en) {
+				full = true
+				break
+			}
+		}
+		sh.mu.Unlock()
+		if full {
+			n.log.Warn("cluster: state larger than MaxMessageBytes; sent in part", "limit", n.cfg.MaxMessageBytes)
+			break
+		}
+	}
+	return enc.finish()
+}
+
+func (n *Node) mergeLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case it := <-n.inbox:
+			if it.done != nil {
+				close(it.done)
+				continue
+			}
+			n.handle(it.b)
+		}
+	}
+}
+
+// handle decodes and merges one message; malformed ones are dropped.
+func (n *Node) handle(b []byte) {
+	m, err := decodeMessage(b, n.cfg.MaxMessageBytes)
+	if err != nil {
+		if n.stats.malformed.Add(1) <= 10 {
+			n.log.Warn("cluster: dropped gossip message", "err", err, "bytes", len(b))
+		}
+		return
+	}
+	n.stats.received.Add(1)
+	if m.kind == kindReset {
+		n.resetLocal(m.ns, m.key)
+		return
+	}
+	for i := range m.entries {
+		n.merge(&m.entries[i])
+	}
+}
+
+// merge max-merges one key's counters from a peer and charges the
+// increase to this node's copy of the key.
+func (n *Node) merge(en *wireEntry) {
+	now := n.clock.Now()
+	sh := n.shard(en.rule.ns, en.key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	id := nsKey{en.rule.ns, en.key}
+	rec := sh.m[id]
+	if rec == nil {
+		n.adoptRemote(sh, id, en, now)
+		return
+	}
+	if rec.alg == nil {
+		rec.limit = en.rule.limit
+		rec.alg = n.lookupAlg(en.rule.alg)
+	}
+	for _, c := range en.comps {
+		if c.origin == n.name {
+			continue
+		}
+		cur := rec.comps[c.origin]
+		var delta uint64
+		switch {
+		case cur == nil || c.inc > cur.inc:
+			delta = c.count
+		case c.inc == cur.inc && c.count > cur.count:
+			delta = c.count - cur.count
+		default:
+			continue
+		}
+		gen := n.gen(c.origin)
+		since := rec.created
+		if cur == nil {
+			cur = &comp{gen: gen}
+			rec.comps[c.origin] = cur
+		} else {
+			since = cur.at
+		}
+		rebase := cur.gen < gen
+		cur.inc, cur.count, cur.gen, cur.at = c.inc, c.count, gen, now
+		if rebase || delta == 0 {
+			continue
+		}
+		amount := int64(min(delta, uint64(ratelimit.MaxCost)))
+		if capAt := n.plausible(rec.limit, now-since); amount > capAt {
+			if n.stats.capped.Add(1) <= 10 {
+				n.log.Warn("cluster: implausible counter jump capped", "origin", c.origin, "key", truncKey(en.key), "delta", delta, "cap", capAt)
+			}
+			amount = capAt
+		}
+		n.charge(sh, rec, now, amount)
+	}
+}
+
+// plausible is the most one origin can have admitted over elapsed
+// nanoseconds: its view of the burst plus the refill, where consumption
+// older than one fill time no longer affects a bucket, plus one sync
+// interval of slack for delivery delay.
+func (n *Node) plausible(l ratelimit.Limit, elapsed int64) int64 {
+	window := min(max(elapsed, 0), int64(l.FillTime())) + int64(n.cfg.SyncInterval)
+	return min(l.Burst+ratelimit.MulDivFloor(l.Count, window, int64(l.Period))+1, ratelimit.MaxCost)
+}
+
+// adoptRemote creates the record of a key first heard of from a peer: the
+// peer's counters become the baseline and the bucket starts at the level
+// the peer reported, so consumption is never charged twice.
+func (n *Node) adoptRemote(sh *shard, id nsKey, en *wireEntry, now int64) {
+	rec := &record{
+		id:      id,
+		alg:     n.lookupAlg(en.rule.alg),
+		limit:   en.rule.limit,
+		created: now,
+		comps:   make(map[string]*comp, len(en.comps)),
+	}
+	for _, c := range en.comps {
+		if c.origin == n.name {
+			continue
+		}
+		rec.comps[c.origin] = &comp{inc: c.inc, count: c.count, gen: n.gen(c.origin), at: now}
+	}
+	if rec.alg != nil {
+		if _, ok := rec.alg.(ratelimit.Charger); !ok {
+			rec.alg = nil
+		}
+	}
+	if rec.alg == nil {
+		rec.remLevel, rec.remAt = max(en.remaining, 0), now
+	} else if en.remaining < rec.limit.Burst {
+		n.charge(sh, rec, now, rec.limit.Burst-max(en.remaining, 0))
+	}
+	if rec.expires == 0 {
+		// Keep the counters at least one fill time, so that a key
+		// learned but not yet served is not forgotten and re-learned.
+		rec.expires = satAdd(now, int64(rec.limit.FillTime()))
+		rec.state = rec.state[:0]
+	}
+	sh.m[id] = rec
+}
+
+// charge records amount units consumed elsewhere on rec. The caller holds
+// sh.mu.
+func (n *Node) charge(sh *shard, rec *record, now, amount int64) {
+	sh.scratch = n.chargeAt(rec, now, amount, sh.scratch[:0])
+}
+
+// chargeAt charges amount to rec at time now using dst as scratch, and
+// returns the scratch for reuse. Without an algorithm the amount is kept
+// until the node first serves the key.
+func (n *Node) chargeAt(rec *record, now, amount int64, dst []byte) []byte {
+	if amount <= 0 {
+		return dst
+	}
+	if rec.alg == nil {
+		rec.pending = min(rec.pending+amount, ratelimit.MaxCost)
+		return dst
+	}
+	o, out, err := ratelimit.Evaluate(rec.alg, ratelimit.OpCharge, rec.live(now), now, rec.limit, min(amount, ratelimit.MaxCost), 0, dst)
+	if err != nil {
+		n.log.Warn("cluster: charge failed", "key", truncKey(rec.id.key), "err", err)
+		return out[:0]
+	}
+	if o.Changed {
+		rec.setState(out, now, o.TTL)
+	}
+	return out[:0]
+}
+
+func truncKey(k string) string {
+	if len(k) > 64 {
+		return k[:64]
+	}
+	return k
+}
