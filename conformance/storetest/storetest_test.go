@@ -12,59 +12,44 @@ import (
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
-// shared is one MemoryStore seen through independent handles, the way
-// separate clients see one Redis server. down simulates the server being
-// unreachable.
-type shared struct {
-	mem  *ratelimit.MemoryStore
-	down atomic.Bool
+// switchable makes a store look like a server that can be stopped: while
+// down, every call fails with ErrUnavailable.
+type switchable struct {
+	ratelimit.Store
+	down *atomic.Bool
 }
 
-// handle is one client of a shared store: closing it closes only the
-// handle.
-type handle struct {
-	s      *shared
-	closed atomic.Bool
-}
-
-func (h *handle) check(ctx context.Context) error {
-	if h.closed.Load() {
-		return ratelimit.ErrClosed
-	}
-	if h.s.down.Load() {
-		return fmt.Errorf("test handle: server stopped: %w", ratelimit.ErrUnavailable)
+func (s switchable) err() error {
+	if s.down.Load() {
+		return fmt.Errorf("switchable: server stopped: %w", ratelimit.ErrUnavailable)
 	}
 	return nil
 }
 
-func (h *handle) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
-	if err := h.check(ctx); err != nil {
+func (s switchable) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
+	if err := s.err(); err != nil {
 		return ratelimit.Outcome{}, err
 	}
-	return h.s.mem.Apply(ctx, c)
+	return s.Store.Apply(ctx, c)
 }
 
-func (h *handle) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
-	if err := h.check(ctx); err != nil {
+func (s switchable) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
+	if err := s.err(); err != nil {
 		return false, err
 	}
-	return h.s.mem.ApplyAll(ctx, checks, out)
+	return s.Store.ApplyAll(ctx, checks, out)
 }
 
-func (h *handle) Reset(ctx context.Context, namespace, key string) error {
-	if err := h.check(ctx); err != nil {
+func (s switchable) Reset(ctx context.Context, namespace, key string) error {
+	if err := s.err(); err != nil {
 		return err
 	}
-	return h.s.mem.Reset(ctx, namespace, key)
+	return s.Store.Reset(ctx, namespace, key)
 }
 
-func (h *handle) Close() error {
-	h.closed.Store(true)
-	return nil
-}
-
-// memoryHarness returns a harness over one shared MemoryStore reading clk.
-func memoryHarness(t *testing.T, clk *storetest.Clock) (storetest.Harness, *shared) {
+// memoryHarness returns a harness over one MemoryStore reading clk (the
+// wall clock when nil), closed when t ends.
+func memoryHarness(t *testing.T, clk *storetest.Clock) storetest.Harness {
 	var opts []ratelimit.MemoryOption
 	if clk != nil {
 		opts = append(opts, ratelimit.WithMemoryClock(clk))
@@ -74,14 +59,10 @@ func memoryHarness(t *testing.T, clk *storetest.Clock) (storetest.Harness, *shar
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mem.Close() })
-	sh := &shared{mem: mem}
-	return storetest.Harness{
-		NewStore:   func(t *testing.T) ratelimit.Store { return &handle{s: sh} },
-		Clock:      clk,
-		Algorithms: algorithms(),
-	}, sh
+	return storetest.Harness{NewStore: storetest.Shared(mem), Clock: clk, Algorithms: algorithms()}
 }
 
+// algorithms is the catalog once it exists, else the suite's own window.
 func algorithms() []ratelimit.Algorithm {
 	if all := storetest.DefaultAlgorithms(); len(all) > 0 {
 		return all
@@ -90,33 +71,20 @@ func algorithms() []ratelimit.Algorithm {
 }
 
 // TestMemoryStore runs the suite on the embedded store with an injected
-// clock, so whole outcomes are compared at fixed instants.
+// clock, so whole outcomes are compared at fixed instants, and with a
+// simulated outage for the store-down checks.
 func TestMemoryStore(t *testing.T) {
-	h, sh := memoryHarness(t, storetest.NewClock(time.Unix(0, 0)))
-	h.Stop = func(*testing.T) { sh.down.Store(true) }
-	h.Start = func(*testing.T) { sh.down.Store(false) }
+	h := memoryHarness(t, storetest.NewClock(time.Unix(0, 0)))
+	var down atomic.Bool
+	shared := h.NewStore
+	h.NewStore = func(t *testing.T) ratelimit.Store { return switchable{Store: shared(t), down: &down} }
+	h.Stop = func(*testing.T) { down.Store(true) }
+	h.Start = func(*testing.T) { down.Store(false) }
 	storetest.Run(t, h)
 }
 
 // TestMemoryStoreWallClock runs the suite on the embedded store reading
 // the wall clock, the way it checks a store with a server clock.
 func TestMemoryStoreWallClock(t *testing.T) {
-	h, _ := memoryHarness(t, nil)
-	storetest.Run(t, h)
-}
-
-// TestMemoryStoreDirect runs the suite on plain MemoryStores, one per
-// NewStore call; only the checks that need a single client apply, so it
-// runs those by name.
-func TestMemoryStoreClose(t *testing.T) {
-	st, err := ratelimit.NewMemoryStore()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
+	storetest.Run(t, memoryHarness(t, nil))
 }
