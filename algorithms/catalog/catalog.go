@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"github.com/sluicehq/sluice/algorithms/gcra"
+	"github.com/sluicehq/sluice/algorithms/leakybucket"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
@@ -12,6 +13,7 @@ func All() []ratelimit.Algorithm {
 	return []ratelimit.Algorithm{
 		tokenbucket.New(),
 		gcra.New(),
+		leakybucket.New(),
 	}
 }
 

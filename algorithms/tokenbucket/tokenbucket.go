@@ -125,7 +125,7 @@ func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64
 	return v.commit(state, dst, v.N-cost, l)
 }
 
-// commit writes the bucket with n tokens at the view's anchor.
+// commit writes the bucket with n whole tokens at the view's instant.
 func (v view) commit(state, dst []byte, n int64, l ratelimit.Limit) (ratelimit.Outcome, []byte, error) {
 	out := v.encode(dst, n, l)
 	o := v.outcome(n, l)

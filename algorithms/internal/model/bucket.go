@@ -16,9 +16,14 @@ import (
 // Clamp selects the token bucket's rule for instants before T (they are
 // treated as T); without it, the model evaluates at the given instant
 // (GCRA). The zero value is a full bucket for the Limit set in L.
+//
+// Queue selects the leaky bucket's Reserve: the delay is the time until
+// the bucket is full of tokens (empty of water) rather than until it holds
+// the cost.
 type Bucket struct {
 	L     ratelimit.Limit
 	Clamp bool
+	Queue bool
 	level *big.Rat // nil: full, no state
 	t     int64
 }
@@ -112,6 +117,9 @@ func (m *Bucket) Apply(op Op) ratelimit.Outcome {
 			return o
 		}
 		w := m.wait(lv, c, skew)
+		if op.Kind == ratelimit.OpReserve && m.Queue {
+			w = m.wait(lv, m.L.Burst, skew)
+		}
 		if op.Kind == ratelimit.OpTake && w > 0 || op.Kind == ratelimit.OpReserve && w > op.MaxWait {
 			o.RetryAfter = w
 			return o
