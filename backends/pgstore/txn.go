@@ -1,0 +1,290 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// withDeadline gives ctx the store's default deadline when it has none:
+// every server-side timeout is derived from a deadline.
+func (s *Store) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.cfg.defaultTimeout)
+}
+
+// serverTimeouts holds the values of lock_timeout, statement_timeout and
+// idle_in_transaction_session_timeout for one transaction, in PostgreSQL's
+// unit syntax.
+type serverTimeouts struct {
+	lock, statement, idle string
+}
+
+// timeouts derives the server-side timeouts from the time left before the
+// deadline of ctx: lock and statement timeouts end their margins before it,
+// in whole milliseconds rounded down and never 0 (which would disable
+// them). When less than the lock margin plus 1ms is left it refuses, since
+// the server could no longer be trusted to give up first.
+func (s *Store) timeouts(ctx context.Context) (serverTimeouts, error) {
+	deadline, _ := ctx.Deadline()
+	left := time.Until(deadline)
+	lock := left - s.cfg.lockMargin
+	if lock < time.Millisecond {
+		return serverTimeouts{}, fmt.Errorf("pgstore: %w: %s left before the deadline, less than the lock margin %s plus 1ms",
+			ratelimit.ErrUnavailable, left.Round(time.Microsecond), s.cfg.lockMargin)
+	}
+	return serverTimeouts{
+		lock:      millis(lock),
+		statement: millis(left - s.cfg.statementMargin),
+		// The backstop: a transaction whose client vanished between the
+		// read and the write phase releases its locks when the caller's
+		// deadline passes.
+		idle: millis(left + time.Millisecond - 1),
+	}, nil
+}
+
+func millis(d time.Duration) string {
+	return strconv.FormatInt(max(int64(d/time.Millisecond), 1), 10) + "ms"
+}
+
+// acquire borrows a connection, giving up early enough to leave the
+// transaction its lock margin.
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	deadline, _ := ctx.Deadline()
+	actx, cancel := context.WithDeadline(ctx, deadline.Add(-s.cfg.lockMargin-time.Millisecond))
+	defer cancel()
+	conn, err := s.pool.Acquire(actx)
+	if err != nil {
+		if e := ctx.Err(); e != nil && !errors.Is(err, e) {
+			err = fmt.Errorf("%w (%w)", err, e)
+		}
+		return nil, fmt.Errorf("pgstore: acquire connection: %w: %w", ratelimit.ErrUnavailable, err)
+	}
+	return conn, nil
+}
+
+// release returns conn to the pool, rolling back an open transaction first
+// when the caller's context still allows it. When it does not, or the
+// rollback fails, the pool destroys the connection (it never reuses one
+// whose transaction status is not idle) and the server rolls back when the
+// session ends, so the error is deliberately not reported.
+func (s *Store) release(ctx context.Context, conn *pgxpool.Conn) {
+	pc := conn.Conn().PgConn()
+	if !pc.IsClosed() && pc.TxStatus() != 'I' && ctx.Err() == nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+	}
+	conn.Release()
+}
+
+// attempt runs the transaction once: the read phase (seed, lock, clock) and
+// the write phase (update, commit), one round trip each.
+func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, idx []int) (bool, error) {
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer s.release(ctx, conn)
+
+	now, err := s.readPhase(ctx, conn.Conn(), keys)
+	if err != nil {
+		return false, err
+	}
+	if s.afterLock != nil {
+		s.afterLock(conn.Conn().PgConn().PID())
+	}
+
+	allowed, err := decide(checks, out, keys, idx, now)
+	if err != nil || !allowed || !anyDirty(keys) {
+		// Nothing to write: end the read-only transaction. Its outcome
+		// does not depend on the rollback, so a failure only costs the
+		// connection (see release).
+		return allowed, err
+	}
+	if err := s.writePhase(ctx, conn.Conn(), keys, checks, out, now); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// readPhase sends, in one round trip: a short transaction seeding missing
+// rows, then BEGIN, the timeouts, SELECT … FOR UPDATE of every key in
+// sorted order and clock_timestamp(), read after every lock is held. It
+// leaves the transaction open and returns the server's time in Unix
+// nanoseconds.
+//
+// Nothing here changes limiter state: the locking transaction can only
+// commit when the write phase sends COMMIT. So every failure of this phase,
+// a lost reply or a client-side timeout included, means "not applied".
+func (s *Store) readPhase(ctx context.Context, conn *pgx.Conn, keys []keyState) (int64, error) {
+	t, err := s.timeouts(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.q.setTimeouts, t.lock, t.statement, t.idle)
+	for i := range keys {
+		b.Queue(s.q.seed, keys[i].ns, keys[i].key, keys[i].alg)
+	}
+	b.Queue("COMMIT")
+	b.Queue("BEGIN")
+	b.Queue(s.q.setTimeouts, t.lock, t.statement, t.idle)
+	for i := range keys {
+		b.Queue(s.q.lock, keys[i].ns, keys[i].key)
+	}
+	b.Queue(s.q.clock)
+
+	var serverNow time.Time
+	vanished := false
+	br := conn.SendBatch(ctx, b)
+	err = func() error {
+		for range 2 + len(keys) + 3 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		for i := range keys {
+			k := &keys[i]
+			err := br.QueryRow().Scan(&k.rowAlg, &k.rowState, &k.expires)
+			if errors.Is(err, pgx.ErrNoRows) {
+				vanished = true
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return br.QueryRow().Scan(&serverNow)
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, classifyRead(err)
+	}
+	if vanished {
+		return 0, fmt.Errorf("pgstore: %w: %w", ratelimit.ErrUnavailable, errVanished)
+	}
+	return serverNow.UnixNano(), nil
+}
+
+// decide evaluates every check in order on the locked rows. It returns
+// whether every take and reserve was allowed.
+func decide(checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, idx []int, now int64) (bool, error) {
+	for i := range keys {
+		k := &keys[i]
+		k.cur, k.curAlg, k.dirty, k.lastIdx = nil, "", false, -1
+		if len(k.rowState) > 0 && k.expires.UnixNano() > now {
+			k.cur, k.curAlg = k.rowState, k.rowAlg
+		}
+	}
+	allowed := true
+	for i := range checks {
+		c := &checks[i]
+		k := &keys[idx[i]]
+		name := c.Algorithm.Name()
+		if len(k.cur) > 0 && k.curAlg != name {
+			return false, fmt.Errorf("pgstore: check %d, key %s: %w: state written by algorithm %q, read by %q",
+				i, printable(k.key), ratelimit.ErrCorruptState, k.curAlg, name)
+		}
+		o, next, err := ratelimit.Evaluate(c.Algorithm, c.Op, k.cur, now, c.Limit, c.Cost, c.MaxWait, nil)
+		if err != nil {
+			return false, fmt.Errorf("pgstore: check %d, key %s: %w", i, printable(k.key), err)
+		}
+		out[i] = o
+		if (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && !o.Allowed {
+			allowed = false
+		}
+		if o.Changed {
+			k.cur, k.curAlg, k.dirty = next, name, true
+		}
+		k.lastIdx = i
+	}
+	return allowed, nil
+}
+
+func anyDirty(keys []keyState) bool {
+	for i := range keys {
+		if keys[i].dirty {
+			return true
+		}
+	}
+	return false
+}
+
+// writePhase sends, in one round trip, a fresh statement_timeout, one
+// UPDATE per changed key and COMMIT.
+func (s *Store) writePhase(ctx context.Context, conn *pgx.Conn, keys []keyState, checks []ratelimit.Check, out []ratelimit.Outcome, now int64) error {
+	t, err := s.timeouts(ctx)
+	if err != nil {
+		return err // nothing sent: the open transaction is rolled back
+	}
+	b := &pgx.Batch{}
+	b.Queue(s.q.setStatement, t.statement)
+	for i := range keys {
+		k := &keys[i]
+		if !k.dirty {
+			continue
+		}
+		state, expires := k.cur, expiry(now, out[k.lastIdx].TTL)
+		if len(state) == 0 || out[k.lastIdx].TTL <= 0 {
+			// The state may be dropped: mark the row empty and expired
+			// rather than deleting it, so concurrent callers that already
+			// seeded it find it; the sweeper removes it.
+			state, expires = []byte{}, time.Unix(0, now)
+		}
+		b.Queue(s.q.update, k.ns, k.key, checks[k.lastIdx].Algorithm.Name(), state, expires)
+	}
+	commitAt := b.Len()
+	b.Queue("COMMIT")
+
+	br := conn.SendBatch(ctx, b)
+	failedAt := -1
+	for i := range b.Len() {
+		if _, err = br.Exec(); err != nil {
+			failedAt = i
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err, failedAt = cerr, commitAt
+	}
+	if err != nil {
+		return classifyWrite("write phase", err, failedAt == commitAt)
+	}
+	return nil
+}
+
+// expiry returns now+ttl rounded up to the microsecond (the precision of
+// timestamptz), so a row never expires before its TTL, saturating at the
+// largest time.Time a Unix nanosecond count can express.
+func expiry(now int64, ttl time.Duration) time.Time {
+	const maxNs = 1<<63 - 1
+	if ttl > 0 && now > maxNs-int64(ttl)-int64(time.Microsecond) {
+		return time.Unix(0, maxNs).Truncate(time.Microsecond)
+	}
+	at := now + int64(ttl)
+	if r := at % int64(time.Microsecond); r != 0 {
+		at += int64(time.Microsecond) - r
+	}
+	return time.Unix(0, at)
+}
+
+// printable renders a key for an error message without dumping arbitrary
+// bytes.
+func printable(key []byte) string {
+	const limit = 64
+	if len(key) > limit {
+		key = key[:limit]
+	}
+	return fmt.Sprintf("%q", key)
+}
