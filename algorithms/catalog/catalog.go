@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
@@ -14,6 +15,7 @@ func All() []ratelimit.Algorithm {
 		tokenbucket.New(),
 		gcra.New(),
 		leakybucket.New(),
+		fixedwindow.New(),
 	}
 }
 
