@@ -62,6 +62,13 @@ func TestSmokeRedisCluster(t *testing.T) {
 		}
 	}
 	t.Logf("redis cluster %v via %s: ok", srv.Addrs, srv.Source)
+	if srv.CanStop() {
+		srv.Stop(t)
+		srv.Start(t)
+		if err := c.Set(ctx, "smoke:after-restart", 1, time.Minute).Err(); err != nil {
+			t.Fatalf("SET after restart with the same client: %v", err)
+		}
+	}
 }
 
 // TestSmokePostgres proves a real PostgreSQL answers through testenv.
@@ -79,6 +86,22 @@ func TestSmokePostgres(t *testing.T) {
 		t.Fatalf("SELECT 1: %d, %v", one, err)
 	}
 	t.Logf("postgres %s via %s: %s", srv.Addr(), srv.Source, version)
+	if !srv.CanStop() {
+		return
+	}
+	srv.Stop(t)
+	if err := conn.Ping(ctx); err == nil {
+		t.Fatal("ping succeeded while the server was stopped")
+	}
+	srv.Start(t)
+	again, err := pgx.Connect(ctx, srv.DSN)
+	if err != nil {
+		t.Fatalf("connect after restart: %v", err)
+	}
+	defer again.Close(context.Background())
+	if err := again.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("SELECT 1 after restart: %v", err)
+	}
 }
 
 // field returns the value of name in an INFO-style "name:value" text.
