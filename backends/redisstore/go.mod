@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sluicehq/sluice/algorithms v0.0.0
 	github.com/sluicehq/sluice/conformance v0.0.0
 	github.com/sluicehq/sluice/core v0.0.0
 )

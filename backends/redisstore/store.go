@@ -46,6 +46,9 @@ type Store struct {
 	kind   clientKind
 	cfg    config
 	closed atomic.Bool
+	// Counters of native.lua calls and of those that fell back to the
+	// generic path, read by tests.
+	nativeCalls, nativeFallbacks atomic.Int64
 }
 
 // New returns a Store sending its scripts through client.

@@ -1,0 +1,10 @@
+package redisstore
+
+// NativeCounts returns how many native.lua calls the store made and how
+// many of them fell back to the generic path (tests only).
+func (s *Store) NativeCounts() (calls, fallbacks int64) {
+	return s.nativeCalls.Load(), s.nativeFallbacks.Load()
+}
+
+// KeySlot exposes keySlot to the tests.
+var KeySlot = keySlot

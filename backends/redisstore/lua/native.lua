@@ -1,0 +1,320 @@
+-- native.lua: the native path. Applies one or several checks of the
+-- in-repo algorithms (gcra, tokenbucket) atomically, all or nothing,
+-- reproducing their Go Decide bit for bit with integer arithmetic.
+--
+-- Lua numbers are doubles: integers are exact below 2^53. The store sends
+-- a check here only when Burst*Period < 2^50, so every count and span below
+-- fits; absolute instants (~1.8e18 ns) do not, so they are kept as two
+-- 32-bit halves (hi, lo) and only differences are taken as numbers. Any
+-- case outside these bounds (a state far in the future, debt, corrupt
+-- state) makes the script return {-1} before writing anything, and the
+-- store then decides that call on its generic path.
+--
+-- KEYS: one state key per check (a key may repeat; checks apply in order).
+-- ARGV[1], ARGV[2]: '' and '' to use TIME, or Unix seconds and nanoseconds
+--   injected by tests (WithTestClock).
+-- ARGV[3]: milliseconds added to every PEXPIRE.
+-- Then STRIDE values per check: algorithm ('g' or 't'), cost, burst, count,
+-- period, then per algorithm: gcra: tau q, tau r, units(cost) q, r,
+-- units(1) q, r, debt q, debt r (spans q + r/count ns); tokenbucket: unused.
+-- Returns {status, then per check: allowed, changed, remaining,
+-- retry_after (-1 for never), reset_after, ttl} with status 1 (all allowed,
+-- written), 0 (denied, nothing written) or -1 (use the generic path).
+
+local TWO32 = 4294967296
+local LIMIT = 1048576 -- 2^20: |hi difference| below it keeps a difference exact
+local STRIDE = 13
+local floor = math.floor
+
+-- idiv returns floor(x/y) and x mod y exactly for 0 <= x < 2^52, 0 < y.
+local function idiv(x, y)
+  local q = floor(x / y)
+  local r = x - q * y
+  while r < 0 do q = q - 1; r = r + y end
+  while r >= y do q = q + 1; r = r - y end
+  return q, r
+end
+
+local function ceildiv(x, y)
+  local q, r = idiv(x, y)
+  if r > 0 then q = q + 1 end
+  return q
+end
+
+-- instant returns sec*1e9 + sub*scale as (hi, lo), lo in 0..2^32-1.
+local function instant(sec, sub, scale)
+  local a = floor(sec / 65536)
+  local b = sec - a * 65536
+  local m = a * 1000000000
+  local hi = floor(m / 65536)
+  local lo = (m - hi * 65536) * 65536 + b * 1000000000 + sub * scale
+  local c = floor(lo / TWO32)
+  return hi + c, lo - c * TWO32
+end
+
+-- get64 reads 8 big-endian bytes at i as a signed (hi, lo).
+local function get64(s, i)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(s, i, i + 7)
+  local hi = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+  if hi >= 2147483648 then hi = hi - TWO32 end
+  return hi, ((b5 * 256 + b6) * 256 + b7) * 256 + b8
+end
+
+local function put32(v)
+  return string.char(floor(v / 16777216) % 256, floor(v / 65536) % 256, floor(v / 256) % 256, v % 256)
+end
+
+-- put64 writes a signed (hi, lo) as 8 big-endian bytes.
+local function put64(hi, lo)
+  if hi < 0 then hi = hi + TWO32 end
+  return put32(hi) .. put32(lo)
+end
+
+-- small returns hi*2^32+lo when it is exact (|value| < 2^52), else nil.
+local function small(hi, lo)
+  if hi >= -LIMIT and hi < LIMIT then return hi * TWO32 + lo end
+  return nil
+end
+
+-- diff returns (ah,al) - (bh,bl) when exact, else nil.
+local function diff(ah, al, bh, bl)
+  return small(ah - bh, al - bl)
+end
+
+-- tsub returns (hi, lo) - q for an integer |q| < 2^52.
+local function tsub(hi, lo, q)
+  local qh = floor(q / TWO32)
+  hi = hi - qh
+  lo = lo - (q - qh * TWO32)
+  if lo < 0 then lo = lo + TWO32; hi = hi - 1 end
+  if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
+  return hi, lo
+end
+
+local function from_int(v)
+  local h = floor(v / TWO32)
+  return put64(h, v - h * TWO32)
+end
+
+-- Spans: q + r/c nanoseconds with 0 <= r < c.
+local function ssub(aq, ar, bq, br, c)
+  local q, r = aq - bq, ar - br
+  if r < 0 then r = r + c; q = q - 1 end
+  return q, r
+end
+
+local function sless(aq, ar, bq, br)
+  return aq < bq or (aq == bq and ar < br)
+end
+
+local function sceil(q, r)
+  if q < 0 then return 0 end
+  if r > 0 then return q + 1 end
+  return q
+end
+
+-- gcra mirrors algorithms/gcra Decide. Returns nil to fall back, or
+-- allowed, new state, remaining, retry (-1 never), reset, ttl.
+local function gcra(state, nh, nl, a)
+  local cost, burst, count, period = a[1], a[2], a[3], a[4]
+  local tq, tr, uq, ur, oq, orr, dq, dr = a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]
+  local aq, ar = tq, tr
+  local none = true
+  if state then
+    none = false
+    if #state ~= 17 or string.byte(state, 1) ~= 0x21 then return nil end
+    local sh, sl = get64(state, 2)
+    local f = small(get64(state, 10))
+    if f == nil or f < 0 or f >= count then f = 0 end
+    local d = diff(nh, nl, sh, sl)
+    if d == nil then
+      if nh < sh then return nil end
+      d = tq + 2 -- far in the past: full
+    end
+    if d >= 0 then
+      if d > tq + 1 then
+        aq, ar = tq, tr
+      else
+        aq, ar = ssub(d, 0, 0, f, count)
+      end
+    else
+      d = -d
+      if d > 1125899906842624 then return nil end -- 2^50
+      if d > dq + 1 then
+        aq, ar = ssub(-dq, 0, 0, dr, count)
+      else
+        aq, ar = ssub(-d, 0, 0, f, count)
+      end
+    end
+    -- clamp to -debt..tau
+    if sless(tq, tr, aq, ar) then
+      aq, ar = tq, tr
+    else
+      local lq, lr = ssub(0, 0, dq, dr, count)
+      if sless(aq, ar, lq, lr) then aq, ar = lq, lr end
+    end
+  end
+  local function tokens(q, r)
+    if q < 0 then return 0 end
+    local n = idiv(q * count + r, period)
+    if n > burst then n = burst end
+    return n
+  end
+  local function outcome(q, r)
+    local reset = sceil(ssub(tq, tr, q, r, count))
+    return tokens(q, r), reset
+  end
+  if cost == 0 or cost > burst then
+    local rem, reset = outcome(aq, ar)
+    local ttl = reset
+    if none then ttl = 0 end
+    if cost == 0 then
+      local w = sceil(ssub(oq, orr, aq, ar, count))
+      return w == 0, state, rem, w, reset, ttl
+    end
+    return false, state, rem, -1, reset, ttl
+  end
+  local w = sceil(ssub(uq, ur, aq, ar, count))
+  if w > 0 then
+    local rem, reset = outcome(aq, ar)
+    local ttl = reset
+    if none then ttl = 0 end
+    return false, state, rem, w, reset, ttl
+  end
+  local xq, xr = ssub(aq, ar, uq, ur, count)
+  local q, f = xq, 0
+  if xr > 0 then q = q + 1; f = count - xr end
+  local sh, sl = tsub(nh, nl, q)
+  if sh < 0 then return nil end
+  local out = string.char(0x21) .. put64(sh, sl) .. from_int(f)
+  local rem, reset = outcome(xq, xr)
+  return true, out, rem, 0, reset, reset
+end
+
+-- tokenbucket mirrors algorithms/tokenbucket Decide.
+local function tokenbucket(state, nh, nl, a)
+  local cost, burst, count, period = a[1], a[2], a[3], a[4]
+  local n, f, th, tl, skew = burst, 0, nh, nl, 0
+  if state then
+    if #state ~= 25 or string.byte(state, 1) ~= 0x11 then return nil end
+    local sn = small(get64(state, 2))
+    f = small(get64(state, 10))
+    local sh, sl = get64(state, 18)
+    local d = diff(nh, nl, sh, sl)
+    if d == nil then
+      if nh < sh then return nil end
+      d = nil -- far in the past: full
+    elseif d < 0 then
+      skew = -d
+      if skew > 1125899906842624 then return nil end
+      nh, nl, d = sh, sl, 0
+    end
+    if f == nil or f < 0 or f >= period then f = 0 end
+    if sn == nil then
+      local h = get64(state, 2)
+      if h < 0 then return nil end
+      sn = burst
+    end
+    if sn < 0 then return nil end -- debt: generic path
+    if sn > burst then sn = burst end
+    if sn == burst or d == nil then
+      n, f = burst, 0
+    else
+      local x = (burst - sn) * period
+      if d >= idiv(x, count) + 1 then
+        n, f = burst, 0
+      else
+        local q, r = idiv(f + d * count, period)
+        if q >= burst - sn then
+          n, f = burst, 0
+        else
+          n, f = sn + q, r
+        end
+      end
+    end
+    th, tl = nh, nl
+  end
+  local function wait(x, level)
+    if level >= x then return 0 end
+    return skew + ceildiv((x - level) * period - f, count)
+  end
+  local function outcome(level)
+    local rem = level
+    if rem < 0 then rem = 0 end
+    local reset = 0
+    if level < burst then reset = wait(burst, level) end
+    return rem, reset
+  end
+  if cost == 0 or cost > burst or n < cost then
+    local rem, reset = outcome(n)
+    local ttl = reset
+    if not state then ttl = 0 end
+    if cost > burst then return false, state, rem, -1, reset, ttl end
+    if cost == 0 then return n >= 1, state, rem, wait(1, n), reset, ttl end
+    return false, state, rem, wait(cost, n), reset, ttl
+  end
+  local level = n - cost
+  local out = false
+  if level < burst then
+    out = string.char(0x11) .. from_int(level) .. from_int(f) .. put64(th, tl)
+  end
+  local rem, reset = outcome(level)
+  return true, out, rem, 0, reset, reset
+end
+
+local nh, nl
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  nh, nl = instant(tonumber(t[1]), tonumber(t[2]), 1000)
+else
+  nh, nl = instant(tonumber(ARGV[1]), tonumber(ARGV[2]), 1)
+end
+local margin = tonumber(ARGV[3])
+
+local cur, orig, last, changed = {}, {}, {}, {}
+local reply = {0}
+local allowed = true
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  if orig[k] == nil then
+    orig[k] = redis.call('GET', k)
+    cur[k] = orig[k]
+  end
+  local base = 3 + (i - 1) * STRIDE
+  local a = {}
+  for j = 1, STRIDE - 1 do a[j] = tonumber(ARGV[base + 1 + j]) end
+  local ok, out, rem, retry, reset, ttl
+  if ARGV[base + 1] == 'g' then
+    ok, out, rem, retry, reset, ttl = gcra(cur[k], nh, nl, a)
+  else
+    ok, out, rem, retry, reset, ttl = tokenbucket(cur[k], nh, nl, a)
+  end
+  if ok == nil then return {-1} end
+  local ch = 0
+  if ok then
+    if out ~= cur[k] then ch = 1; changed[k] = true end
+    cur[k] = out
+  else
+    allowed = false
+  end
+  last[k] = ttl
+  local o = 7 + (i - 1) * 6
+  reply[o - 5] = ok and 1 or 0
+  reply[o - 4] = ch
+  reply[o - 3] = rem
+  reply[o - 2] = retry
+  reply[o - 1] = reset
+  reply[o] = ttl
+end
+if not allowed then return reply end
+for k, _ in pairs(changed) do
+  local s = cur[k]
+  local ttl = last[k]
+  if s == false or ttl <= 0 then
+    redis.call('DEL', k)
+  else
+    redis.call('SET', k, s, 'PX', ceildiv(ttl, 1000000) + margin)
+  end
+end
+reply[1] = 1
+return reply
