@@ -1,7 +1,9 @@
 package storetest
 
-import "github.com/sluicehq/sluice/core/ratelimit"
+import (
+	"github.com/sluicehq/sluice/algorithms/catalog"
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
 
-// defaultAlgorithms is replaced by the algorithm catalog as soon as it
-// exists; until then a Harness must list its algorithms.
-func defaultAlgorithms() []ratelimit.Algorithm { return nil }
+// defaultAlgorithms is every in-repo algorithm.
+func defaultAlgorithms() []ratelimit.Algorithm { return catalog.All() }

@@ -62,12 +62,9 @@ func memoryHarness(t *testing.T, clk *storetest.Clock) storetest.Harness {
 	return storetest.Harness{NewStore: storetest.Shared(mem), Clock: clk, Algorithms: algorithms()}
 }
 
-// algorithms is the catalog once it exists, else the suite's own window.
+// algorithms is every in-repo algorithm plus the suite's own test window.
 func algorithms() []ratelimit.Algorithm {
-	if all := storetest.DefaultAlgorithms(); len(all) > 0 {
-		return all
-	}
-	return []ratelimit.Algorithm{testalg.Window{}}
+	return append(storetest.DefaultAlgorithms(), testalg.Window{})
 }
 
 // TestMemoryStore runs the suite on the embedded store with an injected
