@@ -164,4 +164,3 @@ func debtSpan(l ratelimit.Limit) (q, r int64, ok bool) {
 	}
 	return int64(uq), int64(ur), true
 }
-
