@@ -79,7 +79,12 @@ func (l Limit) Validate() error {
 	case l.Burst < 1 || l.Burst > MaxCount:
 		return fmt.Errorf("%w: burst %d outside 1..%d", ErrInvalidLimit, l.Burst, int64(MaxCount))
 	}
-	if l.FillTime() > MaxWindowSpan {
+	// FillTime = ceil(Burst·Period/Count) > MaxWindowSpan exactly when
+	// Burst·Period > MaxWindowSpan·Count; compare 128-bit products so the
+	// hot path (stores validate every check) never divides.
+	bh, bl := bits.Mul64(uint64(l.Burst), uint64(l.Period))
+	mh, ml := bits.Mul64(uint64(MaxWindowSpan), uint64(l.Count))
+	if bh > mh || (bh == mh && bl > ml) {
 		return fmt.Errorf("%w: refilling burst %d at %d per %s takes longer than %s", ErrInvalidLimit, l.Burst, l.Count, l.Period, MaxWindowSpan)
 	}
 	return nil

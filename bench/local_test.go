@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/sluicehq/sluice/algorithms/catalog"
+	"github.com/sluicehq/sluice/algorithms/gcra"
+	"github.com/sluicehq/sluice/algorithms/tokenbucket"
+	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/ulule/limiter/v3"
+	ulmem "github.com/ulule/limiter/v3/drivers/store/memory"
+	"golang.org/x/time/rate"
+)
+
+// open is the "Open" spec of perf-anchors.md: every call is admitted, but
+// the full read-modify-write still runs.
+const openRate = 1_000_000_000
+
+// taker is one limiter under test: take one unit for key.
+type taker func(ctx context.Context, key string) bool
+
+func sluice(b testing.TB, alg ratelimit.Algorithm) taker {
+	lim, err := ratelimit.New(ratelimit.Rule{Name: "b", Algorithm: alg, Limit: ratelimit.PerSecond(openRate)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = lim.Close() })
+	return func(ctx context.Context, key string) bool {
+		d, err := lim.Allow(ctx, key)
+		return err == nil && d.Allowed
+	}
+}
+
+func xtimerate(_ testing.TB) taker {
+	var m sync.Map
+	return func(_ context.Context, key string) bool {
+		v, ok := m.Load(key)
+		if !ok {
+			v, _ = m.LoadOrStore(key, rate.NewLimiter(rate.Limit(openRate), openRate))
+		}
+		return v.(*rate.Limiter).Allow()
+	}
+}
+
+func sethvargo(b testing.TB) taker {
+	s, err := memorystore.New(&memorystore.Config{Tokens: openRate, Interval: time.Second, SweepInterval: time.Hour, SweepMinTTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close(context.Background()) })
+	return func(ctx context.Context, key string) bool {
+		_, _, _, ok, _ := s.Take(ctx, key)
+		return ok
+	}
+}
+
+func ulule(_ testing.TB) taker {
+	l := limiter.New(ulmem.NewStore(), limiter.Rate{Period: time.Second, Limit: openRate})
+	return func(ctx context.Context, key string) bool {
+		c, err := l.Get(ctx, key)
+		return err == nil && !c.Reached
+	}
+}
+
+type impl struct {
+	name string
+	make func(testing.TB) taker
+}
+
+var oneKey = []impl{
+	{"sluice-gcra", func(b testing.TB) taker { return sluice(b, gcra.New()) }},
+	{"sluice-tokenbucket", func(b testing.TB) taker { return sluice(b, tokenbucket.New()) }},
+	{"xtimerate", xtimerate},
+	{"sethvargo", sethvargo},
+}
+
+var manyKeys = []impl{
+	{"sluice-gcra", func(b testing.TB) taker { return sluice(b, gcra.New()) }},
+	{"sluice-tokenbucket", func(b testing.TB) taker { return sluice(b, tokenbucket.New()) }},
+	{"sethvargo", sethvargo},
+	{"ulule", ulule},
+	{"xtimerate", xtimerate},
+}
+
+// BenchmarkLocal compares in-memory limiters on one hot key and on a
+// million pre-warmed keys, sequentially (par=1) and with RunParallel
+// (par=gomaxprocs).
+func BenchmarkLocal(b *testing.B) {
+	ctx := context.Background()
+	for _, im := range oneKey {
+		take := im.make(b)
+		b.Run("keys=1/par=1/impl="+im.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				take(ctx, "hot")
+			}
+		})
+		b.Run("keys=1/par=procs/impl="+im.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					take(ctx, "hot")
+				}
+			})
+		})
+	}
+	keys := makeKeys(1_000_000)
+	for _, im := range manyKeys {
+		take := im.make(b)
+		for _, k := range keys {
+			take(ctx, k)
+		}
+		b.Run("keys=1M/par=1/impl="+im.name, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			for b.Loop() {
+				take(ctx, keys[r.IntN(len(keys))])
+			}
+		})
+		b.Run("keys=1M/par=procs/impl="+im.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var seed sync.Mutex
+			n := uint64(0)
+			b.RunParallel(func(pb *testing.PB) {
+				seed.Lock()
+				n++
+				r := rand.New(rand.NewPCG(n, 7))
+				seed.Unlock()
+				for pb.Next() {
+					take(ctx, keys[r.IntN(len(keys))])
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkAlgorithm reports the decision cost of every in-repo algorithm
+// through the embedded store on one key, so a contributor sees the price of
+// each.
+func BenchmarkAlgorithm(b *testing.B) {
+	ctx := context.Background()
+	for _, alg := range catalog.All() {
+		s, err := ratelimit.NewMemoryStore()
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := ratelimit.Check{Namespace: "b", Key: "hot", Algorithm: alg, Limit: ratelimit.PerSecond(1 << 30), Cost: 1}
+		b.Run("algo="+alg.Name()+"/op=store-apply", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Apply(ctx, c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		now := time.Now().UnixNano()
+		state, dst := []byte(nil), make([]byte, 0, 4096)
+		b.Run("algo="+alg.Name()+"/op=decide", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				now++
+				_, out, err := alg.Decide(state, now, c.Limit, 1, dst[:0])
+				if err != nil {
+					b.Fatal(err)
+				}
+				state = append(state[:0], out...)
+			}
+		})
+		_ = s.Close()
+	}
+}
+
+// BenchmarkMemoryPerKey reports the heap held per idle key after 1M keys
+// (after GC), with the key string itself subtracted (B/key-excl-key) and
+// included (B/key). Run with -benchtime=1x.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	const n = 1_000_000
+	strict := []impl{
+		{"sluice-gcra", func(b testing.TB) taker { return strictSluice(b, gcra.New()) }},
+		{"sluice-tokenbucket", func(b testing.TB) taker { return strictSluice(b, tokenbucket.New()) }},
+		{"sethvargo", sethvargo},
+		{"ulule", ulule},
+		{"xtimerate", xtimerate},
+	}
+	for _, im := range strict {
+		b.Run("keys=1M/impl="+im.name, func(b *testing.B) {
+			for b.Loop() {
+				keys := makeKeys(n)
+				before := heap()
+				take := im.make(b)
+				ctx := context.Background()
+				for _, k := range keys {
+					take(ctx, k)
+				}
+				after := heap()
+				perKey := float64(after-before) / n
+				b.ReportMetric(perKey, "B/key")
+				// Stores that copy the key hold one more 16-byte allocation
+				// (12-byte keys round up to the 16-byte size class).
+				b.ReportMetric(perKey-16, "B/key-excl-key")
+				runtime.KeepAlive(take)
+				runtime.KeepAlive(keys)
+			}
+		})
+	}
+}
+
+func strictSluice(b testing.TB, alg ratelimit.Algorithm) taker {
+	lim, err := ratelimit.New(ratelimit.Rule{Name: "b", Algorithm: alg, Limit: ratelimit.Every(1000*time.Hour, 1).WithBurst(100)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(ctx context.Context, key string) bool {
+		d, err := lim.Allow(ctx, key)
+		return err == nil && d.Allowed
+	}
+}
+
+func heap() uint64 {
+	var m runtime.MemStats
+	for range 2 {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func makeKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%07d", i)
+	}
+	return keys
+}
