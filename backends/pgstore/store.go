@@ -66,6 +66,10 @@ type Store struct {
 	// afterLock, when set (tests only), runs after the rows are locked and
 	// before the write phase, with the backend's process id.
 	afterLock func(pid uint32)
+	// testClock, when set (tests only), replaces the server's clock for
+	// decisions, so that the conformance suite can check outcomes and TTLs
+	// at fixed instants. It is read at the same point: after the locks.
+	testClock ratelimit.Clock
 }
 
 type queries struct {

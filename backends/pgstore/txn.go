@@ -101,6 +101,9 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 	if s.afterLock != nil {
 		s.afterLock(conn.Conn().PgConn().PID())
 	}
+	if s.testClock != nil {
+		now = s.testClock.Now()
+	}
 
 	allowed, err := decide(checks, out, keys, idx, now)
 	if err != nil || !allowed || !anyDirty(keys) {
