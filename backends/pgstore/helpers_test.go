@@ -69,7 +69,9 @@ func (windowAlg) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, 
 
 // Limits used by the tests: no refill while a test runs.
 var (
-	hourly = func(burst int64) ratelimit.Limit { return ratelimit.Limit{Count: burst, Period: time.Hour, Burst: burst} }
+	hourly = func(burst int64) ratelimit.Limit {
+		return ratelimit.Limit{Count: burst, Period: time.Hour, Burst: burst}
+	}
 )
 
 // randomName returns prefix followed by 12 random hex digits.

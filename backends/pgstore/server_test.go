@@ -27,7 +27,7 @@ type pgServer struct {
 	dir  string // temporary directory: data/, the socket and the log
 	port int
 	cred *syscall.Credential // nil when not root
-	cmd  *exec.Cmd // the running postmaster, nil once it was waited for
+	cmd  *exec.Cmd           // the running postmaster, nil once it was waited for
 }
 
 // Shared state of the test binary, set by TestMain.
