@@ -4,6 +4,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
+	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
@@ -16,6 +17,7 @@ func All() []ratelimit.Algorithm {
 		gcra.New(),
 		leakybucket.New(),
 		fixedwindow.New(),
+		slidingwindow.New(),
 	}
 }
 

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math/big"
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -104,6 +105,116 @@ func (m *FixedWindow) Apply(op Op) ratelimit.Outcome {
 			o.Changed = changed
 		}
 		o.RetryAfter = untilFits(m.loadAt(w), 1)
+		o.Allowed = o.RetryAfter == 0
+		return o
+	}
+	panic("model: unsupported op")
+}
+
+// SlidingWindow is a sliding window counter kept as a count per window
+// index. Its estimate at t is count[w] + ceil(count[w−1]·(Period−el)/Period)
+// for the window w of t and el = t − w·Period, computed with big.Rat; its
+// waits are found by binary search over instants, independently of the
+// closed forms the algorithm uses. Instants before the window of the last
+// change are treated as its start. The zero value with L set is the
+// initial state.
+type SlidingWindow struct {
+	L       ratelimit.Limit
+	counts  map[int64]int64
+	lastWin int64
+	written bool
+}
+
+func (m *SlidingWindow) estimate(t int64) int64 {
+	p := int64(m.L.Period)
+	w := floorDiv(t, p)
+	el := t - w*p
+	r := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(m.counts[w-1]), big.NewInt(p-el)), big.NewInt(p))
+	return m.counts[w] + Ceil(r)
+}
+
+// passes reports whether x more units pass at t.
+func (m *SlidingWindow) passes(t, x int64) bool { return m.estimate(t)+x <= m.L.Burst }
+
+// until returns the smallest d >= 0 such that x passes at t+d, by binary
+// search (the estimate never grows while nothing is added).
+func (m *SlidingWindow) until(t, x int64) int64 {
+	if m.passes(t, x) {
+		return 0
+	}
+	lo, hi := int64(0), 2*int64(m.L.Period) // passes(t+hi) holds: both windows are new
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if m.passes(t+mid, x) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// Apply runs op on the model and returns the expected outcome.
+func (m *SlidingWindow) Apply(op Op) ratelimit.Outcome {
+	if m.counts == nil {
+		m.counts = map[int64]int64{}
+	}
+	p := int64(m.L.Period)
+	now := op.Now
+	var skew int64
+	if m.written && now < m.lastWin*p {
+		skew, now = m.lastWin*p-now, m.lastWin*p
+	}
+	w := floorDiv(now, p)
+	describe := func() ratelimit.Outcome {
+		o := ratelimit.Outcome{Remaining: max(0, m.L.Burst-m.estimate(now))}
+		switch {
+		case m.counts[w] > 0:
+			o.ResetAfter = time.Duration(2*p - (now - w*p) + skew)
+		case m.counts[w-1] > 0:
+			o.ResetAfter = time.Duration(p - (now - w*p) + skew)
+		}
+		o.TTL = o.ResetAfter
+		return o
+	}
+	wait := func(x int64) time.Duration {
+		if d := m.until(now, x); d > 0 {
+			return time.Duration(d + skew)
+		}
+		return 0
+	}
+	has := m.counts[w] > 0 || m.counts[w-1] > 0
+	o := describe()
+	if !m.written {
+		o.TTL = 0
+	}
+	c := op.Cost
+	switch op.Kind {
+	case ratelimit.OpTake:
+		switch {
+		case c > m.L.Burst:
+			o.RetryAfter = ratelimit.Never
+		case c == 0 || !m.passes(now, c):
+			o.RetryAfter = wait(max(c, 1))
+			o.Allowed = c == 0 && o.RetryAfter == 0
+		default:
+			m.counts[w] += c
+			m.lastWin, m.written = w, true
+			o = describe()
+			o.Allowed, o.Changed = true, true
+		}
+		return o
+	case ratelimit.OpCharge:
+		if c > 0 {
+			before := m.counts[w]
+			m.counts[w] = min(before+c, 1<<61)
+			o.Changed = m.counts[w] != before || m.lastWin != w || !has
+			m.lastWin, m.written = w, true
+			changed := o.Changed
+			o = describe()
+			o.Changed = changed
+		}
+		o.RetryAfter = wait(1)
 		o.Allowed = o.RetryAfter == 0
 		return o
 	}

@@ -1,0 +1,132 @@
+package slidingwindow_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithms/slidingwindow"
+	"github.com/sluicehq/sluice/algorithms/internal/algtest"
+	"github.com/sluicehq/sluice/algorithms/internal/model"
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+func newModel(l ratelimit.Limit) algtest.Model { return &model.SlidingWindow{L: l} }
+
+func TestName(t *testing.T) {
+	if got := slidingwindow.New().Name(); got != "slidingwindow" {
+		t.Fatalf("Name() = %q", got)
+	}
+}
+
+func TestDecideTable(t *testing.T) {
+	const w = int64(1_700_000_000_000_000_000) // a multiple of 1 s
+	l := ratelimit.Limit{Count: 4, Period: time.Second, Burst: 4}
+	steps := []struct {
+		at   time.Duration
+		cost int64
+		want ratelimit.Outcome
+	}{
+		{500 * time.Millisecond, 3, ratelimit.Outcome{Allowed: true, Changed: true, Remaining: 1, ResetAfter: 1500 * time.Millisecond, TTL: 1500 * time.Millisecond}},
+		{900 * time.Millisecond, 2, ratelimit.Outcome{Remaining: 1, RetryAfter: 100*time.Millisecond + 333333334, ResetAfter: 1100 * time.Millisecond, TTL: 1100 * time.Millisecond}},
+		{900 * time.Millisecond, 5, ratelimit.Outcome{Remaining: 1, RetryAfter: ratelimit.Never, ResetAfter: 1100 * time.Millisecond, TTL: 1100 * time.Millisecond}},
+		// 1.1 s: estimate = 0 + ceil(3·0.9) = 3.
+		{1100 * time.Millisecond, 1, ratelimit.Outcome{Allowed: true, Changed: true, Remaining: 0, ResetAfter: 1900 * time.Millisecond, TTL: 1900 * time.Millisecond}},
+		// 1.1 s: 3 more fit at 2 s, where the estimate is ceil(1·1) = 1.
+		{1100 * time.Millisecond, 3, ratelimit.Outcome{RetryAfter: 900 * time.Millisecond, ResetAfter: 1900 * time.Millisecond, TTL: 1900 * time.Millisecond}},
+		// 1 fits once ceil(3·(1 s−y)/1 s) <= 4−1−1, y >= 1 s − floor(2 s/3) = 333333334 ns.
+		{1100 * time.Millisecond, 1, ratelimit.Outcome{RetryAfter: 333333334 - 100*time.Millisecond, ResetAfter: 1900 * time.Millisecond, TTL: 1900 * time.Millisecond}},
+		// The clock went back to 0.1 s: treated as 1 s, waits measured from 0.1 s.
+		{100 * time.Millisecond, 0, ratelimit.Outcome{RetryAfter: 333333334 + 900*time.Millisecond, ResetAfter: 2900 * time.Millisecond, TTL: 2900 * time.Millisecond}},
+		{3 * time.Second, 4, ratelimit.Outcome{Allowed: true, Changed: true, Remaining: 0, ResetAfter: 2 * time.Second, TTL: 2 * time.Second}},
+	}
+	alg := slidingwindow.New()
+	var state []byte
+	for i, s := range steps {
+		got, next, err := alg.Decide(state, w+int64(s.at), l, s.cost, nil)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got != s.want {
+			t.Fatalf("step %d:\n got %+v\nwant %+v", i, got, s.want)
+		}
+		state = next
+	}
+}
+
+func TestChargeOverQuota(t *testing.T) {
+	const w = int64(1_700_000_000_000_000_000)
+	l := ratelimit.PerSecond(2)
+	alg := slidingwindow.New()
+	o, s, err := alg.Charge(nil, w, l, 5, nil)
+	// One unit passes once ceil(5·(1−y)) <= 1, y >= 0.8 s into the next window.
+	if err != nil || o.Allowed || o.RetryAfter != 1800*time.Millisecond || o.ResetAfter != 2*time.Second || o.Remaining != 0 {
+		t.Fatalf("charge 5 of 2: %+v %v", o, err)
+	}
+	if o, _, _ := alg.Decide(s, w+int64(1800*time.Millisecond)-1, l, 1, nil); o.Allowed {
+		t.Fatalf("admitted 1 ns early: %+v", o)
+	}
+	if o, _, _ := alg.Decide(s, w+int64(1800*time.Millisecond), l, 1, nil); !o.Allowed {
+		t.Fatalf("denied after RetryAfter: %+v", o)
+	}
+}
+
+func TestModel(t *testing.T) {
+	algtest.CompareModel(t, slidingwindow.New(), newModel, []ratelimit.Op{ratelimit.OpTake}, true, 1)
+}
+
+func TestModelWithCharge(t *testing.T) {
+	algtest.CompareModel(t, slidingwindow.New(), newModel, []ratelimit.Op{ratelimit.OpTake, ratelimit.OpCharge}, true, 2)
+}
+
+func TestRules(t *testing.T) { algtest.Rules(t, slidingwindow.New(), 3) }
+
+func TestEdges(t *testing.T) { algtest.Edges(t, slidingwindow.New()) }
+
+func TestGarbage(t *testing.T) { algtest.Garbage(t, slidingwindow.New(), slidingwindow.Tag, 4) }
+
+func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, slidingwindow.New()) }
+
+func TestCorruptState(t *testing.T) {
+	for _, s := range [][]byte{{slidingwindow.Tag}, make([]byte, slidingwindow.StateLen), append([]byte{slidingwindow.Tag}, make([]byte, slidingwindow.StateLen)...)} {
+		_, out, err := slidingwindow.New().Decide(s, 0, ratelimit.PerSecond(1), 1, nil)
+		if !errors.Is(err, ratelimit.ErrCorruptState) || len(out) != 0 {
+			t.Fatalf("state %x: %v", s, err)
+		}
+	}
+}
+
+func FuzzDecide(f *testing.F) {
+	_, s, _ := slidingwindow.New().Decide(nil, 1e18, ratelimit.PerSecond(10), 3, nil)
+	f.Add(s, int64(1e18), int64(10), int64(time.Second), int64(10), int64(1))
+	f.Add([]byte{}, int64(0), int64(1), int64(1), int64(1), int64(0))
+	f.Fuzz(func(t *testing.T, state []byte, now, count, period, burst, cost int64) {
+		l := ratelimit.Limit{Count: count, Period: time.Duration(period), Burst: burst}
+		if l.Validate() != nil || cost < 0 || cost > ratelimit.MaxCost {
+			return
+		}
+		o, _, err := slidingwindow.New().Decide(state, now, l, cost, nil)
+		if err != nil {
+			if !errors.Is(err, ratelimit.ErrCorruptState) {
+				t.Fatal(err)
+			}
+			return
+		}
+		if o.Remaining < 0 || o.Remaining > burst || o.RetryAfter < 0 || o.TTL < 0 || o.ResetAfter < 0 {
+			t.Fatalf("insane outcome %+v", o)
+		}
+	})
+}
+
+func BenchmarkDecide(b *testing.B) {
+	alg := slidingwindow.New()
+	l := ratelimit.PerSecond(1_000_000)
+	now := int64(1_700_000_000_000_000_000)
+	_, state, _ := alg.Decide(nil, now, l, 1, nil)
+	dst := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		now += 1000
+		_, dst, _ = alg.Decide(state, now, l, 1, dst[:0])
+	}
+}
