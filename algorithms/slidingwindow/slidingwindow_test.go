@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/internal/algtest"
 	"github.com/sluicehq/sluice/algorithms/internal/model"
+	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
