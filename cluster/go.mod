@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hashicorp/memberlist v0.7.0
+	github.com/sluicehq/sluice/algorithms v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/core v0.0.0
 	go.uber.org/goleak v1.3.0
 )

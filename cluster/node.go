@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
@@ -119,10 +120,9 @@ type record struct {
 	comps   map[string]*comp // other origins' components
 	phantom float64          // fractional partition charge carried over
 
-	// A key learned from a peer under an algorithm this node cannot
-	// resolve yet: the level the peer reported, when, and what was
-	// charged since. Applied when the node first serves the key.
-	remLevel, remAt, pending int64
+	// learned marks a key learned from a peer under an algorithm this
+	// node could not resolve; its consumption is counted but not charged.
+	learned bool
 }
 
 type comp struct {
@@ -164,8 +164,10 @@ func New(cfg Config) (*Node, error) {
 	for i := range n.shards {
 		n.shards[i].m = make(map[nsKey]*record)
 	}
-	for _, a := range cfg.Algorithms {
-		n.algs.LoadOrStore(a.Name(), a)
+	for _, a := range append(catalog.All(), cfg.Algorithms...) {
+		if _, ok := a.(ratelimit.Charger); ok {
+			n.algs.Store(a.Name(), a)
+		}
 	}
 
 	var mc memberlist.Config
@@ -418,25 +420,22 @@ func (n *Node) nextInc() uint64 {
 
 // adopt makes c's algorithm and limit the record's rule.
 func (n *Node) adopt(rec *record, c *ratelimit.Check, now int64) {
-	if rec.alg != c.Algorithm {
-		if rec.alg == nil || rec.alg.Name() != c.Algorithm.Name() {
-			n.algs.LoadOrStore(c.Algorithm.Name(), c.Algorithm)
-		}
-		unresolved := rec.alg == nil && rec.remAt != 0
+	if rec.alg == nil || rec.alg.Name() != c.Algorithm.Name() {
+		n.algs.LoadOrStore(c.Algorithm.Name(), c.Algorithm)
+		unresolved := rec.alg == nil && rec.learned
 		rec.alg = c.Algorithm
 		if unresolved {
 			// Learned from a peer under an algorithm this node could not
-			// resolve then: rebuild the level the peer reported at the
-			// time, then charge what arrived since.
-			rec.limit = c.Limit
-			pending := rec.pending
-			rec.pending = 0
-			if c.Limit.Burst > rec.remLevel {
-				n.chargeAt(rec, rec.remAt, c.Limit.Burst-rec.remLevel, nil)
+			// resolve, so its level is unknown: treat it as a key never
+			// heard of, with a full view and the startup allowance.
+			rec.state, rec.expires, rec.learned = rec.state[:0], 0, false
+			rec.created, rec.allowN, rec.taken = now, n.live.Load(), 0
+			rec.youngTick = n.tickNo.Load()
+			if rec.allowN > 1 {
+				sh := n.shard(rec.id.ns, rec.id.key)
+				sh.young = append(sh.young, rec)
 			}
-			n.chargeAt(rec, now, pending, nil)
 		}
-		rec.remAt = 0
 	}
 	if rec.inc == 0 {
 		rec.inc = n.nextInc()

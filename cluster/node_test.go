@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
 func TestJoinSyncAndCharge(t *testing.T) {
 	nodes := startCluster(t, 3, nil)
 	lim := ratelimit.Limit{Count: 1, Period: time.Hour, Burst: 30}
-	c := ratelimit.Check{Namespace: "ns", Key: newKey(t), Algorithm: testGCRA{}, Limit: lim, Cost: 1}
+	c := ratelimit.Check{Namespace: "ns", Key: newKey(t), Algorithm: tokenbucket.New(), Limit: lim, Cost: 1}
 	// Node 0 takes 10; after a sync every node's copy shows 20 left.
 	for range 10 {
 		if o := take(t, nodes[0], c); !o.Allowed {
@@ -43,7 +44,7 @@ func TestUnsupported(t *testing.T) {
 	if !errors.Is(err, ratelimit.ErrUnsupported) {
 		t.Fatalf("plain algorithm: err %v, want ErrUnsupported", err)
 	}
-	_, err = nodes[0].Apply(ctx, ratelimit.Check{Key: "k", Algorithm: testGCRA{}, Limit: lim, Cost: 1, Op: ratelimit.OpRefund})
+	_, err = nodes[0].Apply(ctx, ratelimit.Check{Key: "k", Algorithm: tokenbucket.New(), Limit: lim, Cost: 1, Op: ratelimit.OpRefund})
 	if !errors.Is(err, ratelimit.ErrUnsupported) {
 		t.Fatalf("refund: err %v, want ErrUnsupported", err)
 	}

@@ -396,7 +396,7 @@ func (n *Node) adoptRemote(sh *shard, id nsKey, en *wireEntry, now int64) {
 		}
 	}
 	if rec.alg == nil {
-		rec.remLevel, rec.remAt = max(en.remaining, 0), now
+		rec.learned = true
 	} else if en.remaining < rec.limit.Burst {
 		n.charge(sh, rec, now, rec.limit.Burst-max(en.remaining, 0))
 	}
@@ -416,14 +416,9 @@ func (n *Node) charge(sh *shard, rec *record, now, amount int64) {
 }
 
 // chargeAt charges amount to rec at time now using dst as scratch, and
-// returns the scratch for reuse. Without an algorithm the amount is kept
-// until the node first serves the key.
+// returns the scratch for reuse. Without an algorithm nothing is charged.
 func (n *Node) chargeAt(rec *record, now, amount int64, dst []byte) []byte {
-	if amount <= 0 {
-		return dst
-	}
-	if rec.alg == nil {
-		rec.pending = min(rec.pending+amount, ratelimit.MaxCost)
+	if amount <= 0 || rec.alg == nil {
 		return dst
 	}
 	o, out, err := ratelimit.Evaluate(rec.alg, ratelimit.OpCharge, rec.live(now), now, rec.limit, min(amount, ratelimit.MaxCost), 0, dst)
