@@ -4,6 +4,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
+	"github.com/sluicehq/sluice/algorithms/slidinglog"
 	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -18,6 +19,7 @@ func All() []ratelimit.Algorithm {
 		leakybucket.New(),
 		fixedwindow.New(),
 		slidingwindow.New(),
+		slidinglog.New(),
 	}
 }
 

@@ -220,3 +220,71 @@ func (m *SlidingWindow) Apply(op Op) ratelimit.Outcome {
 	}
 	panic("model: unsupported op")
 }
+
+// SlidingLog is an exact sliding log kept as a list of (instant, count)
+// entries. Units logged at ts count at t while t − Period < ts. Its waits
+// are found by trying each instant at which an entry expires, in order, and
+// counting again; instants before the last entry are treated as it. The
+// zero value with L set is the initial state.
+type SlidingLog struct {
+	L       ratelimit.Limit
+	ts, cnt []int64
+}
+
+// usedAt counts the units logged in (t−Period, t].
+func (m *SlidingLog) usedAt(t int64) int64 {
+	var n int64
+	for i, ts := range m.ts {
+		if ts > t-int64(m.L.Period) && ts <= t {
+			n += m.cnt[i]
+		}
+	}
+	return n
+}
+
+// Apply runs op on the model and returns the expected outcome.
+func (m *SlidingLog) Apply(op Op) ratelimit.Outcome {
+	p := int64(m.L.Period)
+	now, skew := op.Now, int64(0)
+	if n := len(m.ts); n > 0 && now < m.ts[n-1] {
+		skew, now = m.ts[n-1]-now, m.ts[n-1]
+	}
+	used := m.usedAt(now)
+	until := func(x int64) time.Duration {
+		if used+x <= m.L.Burst {
+			return 0
+		}
+		for _, ts := range m.ts {
+			if t := ts + p; t > now && m.usedAt(t)+x <= m.L.Burst {
+				return time.Duration(t - now + skew)
+			}
+		}
+		panic("model: never fits")
+	}
+	describe := func(used int64) ratelimit.Outcome {
+		o := ratelimit.Outcome{Remaining: max(0, m.L.Burst-used)}
+		if used > 0 {
+			o.ResetAfter = time.Duration(m.ts[len(m.ts)-1] + p - now + skew)
+			o.TTL = o.ResetAfter
+		}
+		return o
+	}
+	o := describe(used)
+	c := op.Cost
+	if op.Kind != ratelimit.OpTake {
+		panic("model: unsupported op")
+	}
+	switch {
+	case c > m.L.Burst:
+		o.RetryAfter = ratelimit.Never
+	case c == 0 || used+c > m.L.Burst:
+		o.RetryAfter = until(max(c, 1))
+		o.Allowed = c == 0 && o.RetryAfter == 0
+	default:
+		m.ts = append(m.ts, now)
+		m.cnt = append(m.cnt, c)
+		o = describe(used + c)
+		o.Allowed, o.Changed = true, true
+	}
+	return o
+}
