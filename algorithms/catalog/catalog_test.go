@@ -1,9 +1,11 @@
 package catalog_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithms/catalog"
+	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
 func TestAllNamesUniqueAndFound(t *testing.T) {
@@ -21,5 +23,31 @@ func TestAllNamesUniqueAndFound(t *testing.T) {
 	}
 	if _, ok := catalog.ByName("no-such-algorithm"); ok {
 		t.Fatal("ByName found an unknown name")
+	}
+}
+
+// TestCapabilities pins which optional capabilities each algorithm has.
+func TestCapabilities(t *testing.T) {
+	want := map[string][3]bool{ // Reserver, Refunder, Charger
+		"tokenbucket":   {true, true, true},
+		"gcra":          {true, true, true},
+		"leakybucket":   {true, true, true},
+		"fixedwindow":   {false, false, true},
+		"slidingwindow": {false, false, true},
+		"slidinglog":    {false, false, false},
+	}
+	var names []string
+	for _, a := range catalog.All() {
+		names = append(names, a.Name())
+		_, res := a.(ratelimit.Reserver)
+		_, ref := a.(ratelimit.Refunder)
+		_, chg := a.(ratelimit.Charger)
+		if got := [3]bool{res, ref, chg}; got != want[a.Name()] {
+			t.Errorf("%s: Reserver, Refunder, Charger = %v, want %v", a.Name(), got, want[a.Name()])
+		}
+	}
+	slices.Sort(names)
+	if len(names) != len(want) {
+		t.Fatalf("All() = %v, want the %d algorithms %v", names, len(want), want)
 	}
 }

@@ -1,11 +1,8 @@
-// Package algtest holds the test harness shared by the algorithm
-// packages' tests: random sequences compared with a reference model, the
-// rules every ratelimit.Algorithm follows, and the zero-allocation check.
-// It is used only by tests.
 package algtest
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -172,18 +169,7 @@ func Rules(t *testing.T, alg ratelimit.Algorithm, seed uint64) {
 }
 
 func fmtCtx(l ratelimit.Limit, seq, i int) string {
-	return l.String() + " seq " + itoa(seq) + " step " + itoa(i)
-}
-
-func itoa(i int) string {
-	return string(appendInt(nil, i))
-}
-
-func appendInt(b []byte, i int) []byte {
-	if i >= 10 {
-		b = appendInt(b, i/10)
-	}
-	return append(b, byte('0'+i%10))
+	return fmt.Sprintf("%s seq %d step %d", l, seq, i)
 }
 
 // checkStep checks every rule that can be checked from one state at now.
@@ -277,7 +263,7 @@ func Edges(t *testing.T, alg ratelimit.Algorithm) {
 			for i := range 12 {
 				cost := []int64{l.Burst, 1, 0, l.Burst + 1}[i%4]
 				o, next, err := alg.Decide(state, now, l, cost, nil)
-				ctx := l.String() + " at " + itoa(i)
+				ctx := fmt.Sprintf("%s from %d call %d", l, start, i)
 				if err != nil {
 					t.Fatalf("%s: %v", ctx, err)
 				}

@@ -1,7 +1,3 @@
-// Package arith holds the integer arithmetic shared by the algorithm
-// packages: 128-bit multiply-divide with remainder, saturating duration
-// sums, the clamp on instants and the bucket engine of the token and leaky
-// buckets. Every function is pure and safe for concurrent use.
 package arith
 
 import (
@@ -60,18 +56,6 @@ func AddDur(a, b time.Duration) time.Duration {
 // nanoseconds, exact for every pair of int64 instants.
 func Since(later, earlier int64) uint64 {
 	return uint64(later) - uint64(earlier)
-}
-
-// SatAddInt returns a+b saturating at the int64 bounds.
-func SatAddInt(a, b int64) int64 {
-	s := a + b
-	if (b > 0 && s < a) || (b < 0 && s > a) {
-		if b > 0 {
-			return math.MaxInt64
-		}
-		return math.MinInt64
-	}
-	return s
 }
 
 // AppendInt64 appends v to dst as 8 big-endian bytes.
