@@ -145,12 +145,11 @@ func (s *Store) pexpire(ttl time.Duration) int64 {
 	return min(ms, maxMS)
 }
 
-// backoff waits a random time that grows with attempt, at most a few
-// milliseconds, so contending callers spread out.
+// backoff waits a random time below a cap that doubles with each attempt
+// from 50µs up to 5ms, so contending callers spread out.
 func backoff(ctx context.Context, attempt int) error {
-	limit := time.Duration(min(attempt, 20)) * 200 * time.Microsecond
-	d := rand.N(limit) + 1
-	t := time.NewTimer(d)
+	limit := min(50*time.Microsecond<<min(attempt, 10), 5*time.Millisecond)
+	t := time.NewTimer(rand.N(limit) + 1)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -16,7 +16,7 @@ const (
 	DefaultTTLMargin = time.Second
 	// DefaultCASAttempts is how many compare-and-set rounds the generic
 	// path tries before giving up with ErrContention.
-	DefaultCASAttempts = 16
+	DefaultCASAttempts = 64
 	// maxPrefixLen bounds the key prefix, in bytes.
 	maxPrefixLen = 256
 )

@@ -16,6 +16,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// TestMain silences go-redis's logger: the fault tests make it report
+// every refused dial.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
+	os.Exit(m.Run())
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
 // server is a redis-server child process on a loopback port, stopped when
 // the test ends.
 type server struct {
