@@ -3,14 +3,22 @@ module github.com/sluicehq/sluice/bench
 go 1.26.0
 
 require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/sluicehq/sluice/algorithms v0.0.0
+	github.com/sluicehq/sluice/backends/redisstore v0.0.0
 	github.com/sluicehq/sluice/core v0.0.0
 	github.com/ulule/limiter/v3 v3.11.2
 	golang.org/x/time v0.16.0
 )
 
-require github.com/pkg/errors v0.9.1 // indirect
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
 
 replace (
 	github.com/sluicehq/sluice/algorithms => ../algorithms
@@ -19,3 +27,5 @@ replace (
 	github.com/sluicehq/sluice/cluster => ../cluster
 	github.com/sluicehq/sluice/core => ../core
 )
+
+replace github.com/sluicehq/sluice/conformance => ../conformance

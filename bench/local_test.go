@@ -239,3 +239,5 @@ func makeKeys(n int) []string {
 	}
 	return keys
 }
+
+func procs() int { return runtime.GOMAXPROCS(0) }

@@ -1,0 +1,244 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithms/gcra"
+	"github.com/sluicehq/sluice/algorithms/tokenbucket"
+	"github.com/sluicehq/sluice/backends/redisstore"
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// redisClient connects to SLUICE_BENCH_REDIS_ADDR (for example a
+// `redis-server --port 6390 --save '' --appendonly no` started by hand) or
+// skips: this module is outside CI, and a benchmark never starts servers.
+func redisClient(b *testing.B) *redis.Client {
+	addr := os.Getenv("SLUICE_BENCH_REDIS_ADDR")
+	if addr == "" {
+		b.Skip("set SLUICE_BENCH_REDIS_ADDR to a Redis to benchmark against")
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128, MaxRetries: -1, ContextTimeoutEnabled: true})
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		b.Fatalf("redis at %s: %v", addr, err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// redisOpen admits every call at the rates one Redis serves (~60k/s)
+// while keeping Burst·Period below 2^50 ns, the bound of redisstore's
+// native Lua path (perf-anchors.md's 1e9/s "Open" spec would measure the
+// generic compare-and-set path instead).
+var redisOpen = ratelimit.PerSecond(1_000_000)
+
+type redisImpl struct {
+	name string
+	make func(b *testing.B, c *redis.Client) taker
+}
+
+func sluiceRedis(alg ratelimit.Algorithm) func(*testing.B, *redis.Client) taker {
+	return func(b *testing.B, c *redis.Client) taker {
+		s, err := redisstore.New(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lim, err := ratelimit.New(ratelimit.Rule{Name: "b", Algorithm: alg, Limit: redisOpen}, ratelimit.WithStore(s))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(ctx context.Context, key string) bool {
+			d, err := lim.Allow(ctx, key)
+			if err != nil {
+				b.Error(err)
+			}
+			return d.Allowed
+		}
+	}
+}
+
+func redisRate(b *testing.B, c *redis.Client) taker {
+	l := redis_rate.NewLimiter(c)
+	lim := redis_rate.Limit{Rate: int(redisOpen.Count), Burst: int(redisOpen.Burst), Period: redisOpen.Period}
+	return func(ctx context.Context, key string) bool {
+		res, err := l.Allow(ctx, key, lim)
+		if err != nil {
+			b.Error(err)
+			return false
+		}
+		return res.Allowed > 0
+	}
+}
+
+var redisImpls = []redisImpl{
+	{"sluice-gcra", sluiceRedis(gcra.New())},
+	{"sluice-tokenbucket", sluiceRedis(tokenbucket.New())},
+	{"redis_rate", redisRate},
+}
+
+// BenchmarkRedis compares Redis-backed limiters against one server at
+// concurrency 1, 8 and 64, on one hot key and on random keys out of a
+// million.
+func BenchmarkRedis(b *testing.B) {
+	c := redisClient(b)
+	ctx := context.Background()
+	keys := makeKeys(1_000_000)
+	for _, ks := range []string{"1", "1M"} {
+		for _, conc := range []int{1, 8, 64} {
+			for _, im := range redisImpls {
+				take := im.make(b, c)
+				b.Run(fmt.Sprintf("keys=%s/conc=%d/impl=%s", ks, conc, im.name), func(b *testing.B) {
+					prefix := fmt.Sprintf("bench:%d:", rand.Uint64())
+					key := func(r *rand.Rand) string {
+						if ks == "1" {
+							return prefix + "hot"
+						}
+						return prefix + keys[r.IntN(len(keys))]
+					}
+					b.ReportAllocs()
+					if conc == 1 {
+						r := rand.New(rand.NewPCG(1, 1))
+						for b.Loop() {
+							take(ctx, key(r))
+						}
+						return
+					}
+					b.SetParallelism(max(conc/procs(), 1))
+					var seed atomic.Uint64
+					b.RunParallel(func(pb *testing.PB) {
+						r := rand.New(rand.NewPCG(seed.Add(1), 3))
+						for pb.Next() {
+							take(ctx, key(r))
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkRedisComposite compares one rule with a three-rule composite
+// (IP + user + global) sharing one hash tag: both are one script call.
+func BenchmarkRedisComposite(b *testing.B) {
+	c := redisClient(b)
+	s, err := redisstore.New(c, redisstore.WithHashTag(func(_, key string) string {
+		// keys look like "<user>|<part>": tag by user so a request's keys share a slot
+		user, _, _ := strings.Cut(key, "|")
+		return user
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := redisOpen
+	one, err := ratelimit.NewComposite([]ratelimit.Rule{{Name: "user", Algorithm: gcra.New(), Limit: l}}, ratelimit.WithStore(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	three, err := ratelimit.NewComposite([]ratelimit.Rule{
+		{Name: "ip", Algorithm: gcra.New(), Limit: l},
+		{Name: "user", Algorithm: gcra.New(), Limit: l},
+		{Name: "global", Algorithm: tokenbucket.New(), Limit: l},
+	}, ratelimit.WithStore(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("rules=1", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := one.Allow(ctx, "u1|user"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rules=3", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := three.Allow(ctx, "u1|ip", "u1|user", "u1|global"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkRedisMemoryPerKey reports Redis used_memory per limiter key
+// after 100k keys, Strict spec (nothing expires during the measurement).
+// Run with -benchtime=1x.
+func BenchmarkRedisMemoryPerKey(b *testing.B) {
+	c := redisClient(b)
+	ctx := context.Background()
+	const n = 100_000
+	strict := ratelimit.Every(1000*time.Hour, 1).WithBurst(100)
+	impls := []redisImpl{
+		{"sluice-gcra", func(b *testing.B, c *redis.Client) taker { return strictRedis(b, c, gcra.New(), strict) }},
+		{"sluice-tokenbucket", func(b *testing.B, c *redis.Client) taker { return strictRedis(b, c, tokenbucket.New(), strict) }},
+		{"redis_rate", func(b *testing.B, c *redis.Client) taker {
+			l := redis_rate.NewLimiter(c)
+			lim := redis_rate.Limit{Rate: 1, Burst: 100, Period: 1000 * time.Hour}
+			return func(ctx context.Context, key string) bool {
+				res, err := l.Allow(ctx, key, lim)
+				return err == nil && res.Allowed > 0
+			}
+		}},
+	}
+	for _, im := range impls {
+		b.Run("keys=100k/impl="+im.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := c.FlushAll(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				before := usedMemory(b, c)
+				take := im.make(b, c)
+				for i := range n {
+					take(ctx, fmt.Sprintf("user:%07d", i))
+				}
+				b.ReportMetric(float64(usedMemory(b, c)-before)/n, "B/key")
+				if err := c.FlushAll(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func strictRedis(b *testing.B, c *redis.Client, alg ratelimit.Algorithm, l ratelimit.Limit) taker {
+	s, err := redisstore.New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim, err := ratelimit.New(ratelimit.Rule{Name: "b", Algorithm: alg, Limit: l}, ratelimit.WithStore(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(ctx context.Context, key string) bool {
+		d, err := lim.Allow(ctx, key)
+		return err == nil && d.Allowed
+	}
+}
+
+func usedMemory(b *testing.B, c *redis.Client) int64 {
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO memory")
+	return 0
+}
