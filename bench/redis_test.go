@@ -20,7 +20,7 @@ import (
 )
 
 // redisClient connects to SLUICE_BENCH_REDIS_ADDR (for example a
-// `redis-server --port 6390 --save '' --appendonly no` started by hand) or
+// `redis-server --port 6390 --save ” --appendonly no` started by hand) or
 // skips: this module is outside CI, and a benchmark never starts servers.
 func redisClient(b *testing.B) *redis.Client {
 	addr := os.Getenv("SLUICE_BENCH_REDIS_ADDR")
