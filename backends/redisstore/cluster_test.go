@@ -1,0 +1,132 @@
+package redisstore_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/backends/redisstore"
+	"github.com/sluicehq/sluice/conformance/storetest"
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// startCluster starts a one-node Redis Cluster owning every slot and
+// returns a ClusterClient on it.
+func startCluster(t *testing.T) (*server, *redis.ClusterClient) {
+	t.Helper()
+	srv := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(t.TempDir(), "nodes.conf"))
+	admin := newClient(t, srv.addr())
+	if err := admin.Do(t.Context(), "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
+		t.Fatalf("CLUSTER ADDSLOTSRANGE: %v", err)
+	}
+	waitFor(t, func() bool {
+		info, err := admin.ClusterInfo(t.Context()).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	})
+	return srv, newClusterClient(t, srv.addr())
+}
+
+// newClusterClient returns a ClusterClient configured as the store
+// requires, closed when the test ends.
+func newClusterClient(t *testing.T, addr string) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{addr},
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+	})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+func TestCluster(t *testing.T) {
+	srv, cc := startCluster(t)
+	ctx := t.Context()
+	st, err := redisstore.New(cc, redisstore.WithPrefix(randomPrefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("slots match CLUSTER KEYSLOT", func(t *testing.T) {
+		admin := newClient(t, srv.addr())
+		r := rand.New(rand.NewPCG(rand.Uint64(), 3))
+		for i := range 200 {
+			b := make([]byte, r.IntN(40))
+			for j := range b {
+				b[j] = byte(r.IntN(256))
+			}
+			if i%4 == 0 {
+				b = append([]byte("x{"), append(b, '}')...)
+			}
+			want, err := admin.ClusterKeySlot(ctx, string(b)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := redisstore.KeySlot(string(b)); int64(got) != want {
+				t.Fatalf("slot of %q = %d, CLUSTER KEYSLOT says %d", b, got, want)
+			}
+		}
+	})
+	for _, alg := range testAlgorithms() {
+		t.Run("algo="+alg.Name(), func(t *testing.T) {
+			lim := ratelimit.PerHour(2)
+			single := ratelimit.Check{Namespace: alg.Name(), Key: "plain key", Algorithm: alg, Limit: lim, Cost: 1}
+			for i, want := range []bool{true, true, false} {
+				o, err := st.Apply(ctx, single)
+				if err != nil || o.Allowed != want {
+					t.Fatalf("single check %d: %+v %v", i, o, err)
+				}
+			}
+			// Same key under two rules: DefaultTag ignores the namespace.
+			sameKey := []ratelimit.Check{
+				{Namespace: alg.Name() + "/minute", Key: "user7", Algorithm: alg, Limit: lim, Cost: 1},
+				{Namespace: alg.Name() + "/day", Key: "user7", Algorithm: alg, Limit: lim, Cost: 1},
+			}
+			// Explicit tag shared by different keys.
+			tagged := []ratelimit.Check{
+				{Namespace: alg.Name(), Key: "{tenant1}:ip:10.0.0.1", Algorithm: alg, Limit: lim, Cost: 1},
+				{Namespace: alg.Name(), Key: "{tenant1}:user:42", Algorithm: alg, Limit: lim, Cost: 1},
+				{Namespace: alg.Name(), Key: "{tenant1}:global", Algorithm: alg, Limit: lim, Cost: 1},
+			}
+			out := make([]ratelimit.Outcome, 3)
+			for _, checks := range [][]ratelimit.Check{sameKey, tagged} {
+				ok, err := st.ApplyAll(ctx, checks, out)
+				if err != nil || !ok {
+					t.Fatalf("composite in one slot: %v %v", ok, err)
+				}
+			}
+			across := []ratelimit.Check{
+				{Namespace: alg.Name(), Key: "alice", Algorithm: alg, Limit: lim, Cost: 1},
+				{Namespace: alg.Name(), Key: "bob", Algorithm: alg, Limit: lim, Cost: 1},
+			}
+			ok, err := st.ApplyAll(ctx, across, out)
+			if !errors.Is(err, ratelimit.ErrCrossSlot) || ok {
+				t.Fatalf("composite across slots: %v %v, want ErrCrossSlot", ok, err)
+			}
+			if strings.Contains(err.Error(), "CROSSSLOT") {
+				t.Fatalf("raw server error leaked: %v", err)
+			}
+		})
+	}
+}
+
+// TestClusterStoretest runs the conformance suite through ClusterClients.
+// Its composites use untagged keys, so the harness gives every key one
+// hash tag (WithHashTag): the suite exercises Cluster routing, while
+// TestCluster covers tags and cross-slot refusal.
+func TestClusterStoretest(t *testing.T) {
+	srv, _ := startCluster(t)
+	prefix := randomPrefix(t)
+	storetest.Run(t, storetest.Harness{Algorithms: testAlgorithms(), NewStore: func(t *testing.T) ratelimit.Store {
+		st, err := redisstore.New(newClusterClient(t, srv.addr()), redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000),
+			redisstore.WithHashTag(func(string, string) string { return "suite" }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}})
+}
