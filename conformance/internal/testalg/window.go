@@ -42,8 +42,10 @@ func (Window) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, dst
 	if cur != start || len(state) == 0 {
 		start, used = cur, 0
 	}
-	end := saturatingAdd(start, period)
-	left := time.Duration(end - now)
+	left := time.Duration(saturatingAdd(start, period) - now)
+	if start > (1<<63-1)-period {
+		left = ratelimit.Never // the last window of time never ends
+	}
 	out := ratelimit.Outcome{Remaining: max(l.Burst-used, 0)}
 	if used > 0 {
 		out.ResetAfter = left

@@ -1,0 +1,37 @@
+// Package algotest is the conformance suite for ratelimit.Algorithm
+// implementations: what every algorithm, in-repo or third-party, must
+// satisfy before any store runs it.
+//
+// An implementer calls Run from an ordinary test:
+//
+//	func TestConformance(t *testing.T) {
+//		algotest.Run(t, myalg.New(), algotest.WithModel(mymodel{}))
+//	}
+//
+// Run checks, on sequences generated with pgregory.net/rapid and at fixed
+// instants (no sleeping):
+//
+//   - Model: with WithModel, every decision equals the reference model's
+//     (Allowed, Remaining, RetryAfter, ResetAfter);
+//   - Contract: cost 0 peeks and changes nothing; a cost above Burst is
+//     denied with RetryAfter Never and changes nothing; a denial changes
+//     nothing; Changed is true exactly when the state bytes change; the
+//     input state is never modified; decisions are deterministic;
+//     RetryAfter is 0 when allowed, otherwise positive and exact (waiting
+//     RetryAfter admits the same cost, waiting 1 ns less does not);
+//     Remaining is within 0..Burst; no duration is negative;
+//   - ClockBackwards: an earlier instant never reports more capacity than
+//     a later one for the same state, and a clock swinging back and forth
+//     admits no more than it could moving forward;
+//   - TTL: at and after TTL the state decides exactly like no state, and
+//     after ResetAfter the key is fully available;
+//   - Edges: int64 extremes of time, the largest limits and costs, and
+//     idle gaps of centuries neither overflow nor panic;
+//   - Garbage: random and mutated states give ErrCorruptState or a valid
+//     decision, never a panic or another error;
+//   - Allocs: Decide on an existing state with enough dst capacity does not
+//     allocate;
+//   - Concurrent: Decide is safe to call from many goroutines at once.
+//
+// Subtests are named after these groups, so a failure says what broke.
+package algotest
