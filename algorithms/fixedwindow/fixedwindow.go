@@ -63,7 +63,10 @@ func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 		return view{}, fmt.Errorf("%w: fixedwindow: %d bytes with tag %#x", ratelimit.ErrCorruptState, len(state), state[0])
 	}
 	ws, c := arith.Int64(state[1:9]), arith.Int64(state[9:17])
-	c = max(0, min(c, maxUsed(l)))
+	if c > l.Burst {
+		c = min(c, maxUsed(l))
+	}
+	c = max(0, c)
 	var skew time.Duration
 	if now < ws {
 		skew = time.Duration(arith.Since(ws, now))

@@ -83,17 +83,20 @@ func units(n int64, l ratelimit.Limit) span {
 }
 
 // view is a decoded state at an instant: a = now − S, the time the bucket
-// has refilled since it was empty, clamped to −debt..tau.
+// has refilled since it was empty, clamped to −MaxDebt·T..tau.
 type view struct {
 	now        int64
 	a          span
-	tau, debt  span
+	tau        span
 	full, none bool
 }
 
+// debt returns the deepest debt as a span, MaxDebt·Period/Count.
+func debt(l ratelimit.Limit) span { return units(arith.MaxDebt(l), l) }
+
 func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 	now = arith.ClampNow(now)
-	v := view{now: now, tau: units(l.Burst, l), debt: units(arith.MaxDebt(l), l)}
+	v := view{now: now, tau: units(l.Burst, l)}
 	if len(state) == 0 {
 		v.a, v.full, v.none = v.tau, true, true
 		return v, nil
@@ -118,9 +121,9 @@ func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 			v.a = span{int64(d), 0}.sub(frac, l.Count)
 		}
 	} else {
-		d := arith.Since(s, now)
-		if d > uint64(v.debt.q)+1 {
-			v.a = span{-v.debt.q, 0}.sub(span{0, v.debt.r}, l.Count)
+		d, deepest := arith.Since(s, now), debt(l)
+		if d > uint64(deepest.q)+1 {
+			v.a = span{}.sub(deepest, l.Count)
 		} else {
 			v.a = span{-int64(d), 0}.sub(frac, l.Count)
 		}
@@ -130,12 +133,15 @@ func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 	return v, nil
 }
 
-// clamp bounds a to −debt..tau.
+// clamp bounds a to −MaxDebt·T..tau.
 func (v view) clamp(a span, l ratelimit.Limit) span {
 	if v.tau.less(a) {
 		return v.tau
 	}
-	if neg := (span{}).sub(v.debt, l.Count); a.less(neg) {
+	if a.q >= 0 {
+		return a
+	}
+	if neg := (span{}).sub(debt(l), l.Count); a.less(neg) {
 		return neg
 	}
 	return a

@@ -56,7 +56,10 @@ func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 	w, f, t := arith.Int64(state[1:9]), arith.Int64(state[9:17]), arith.Int64(state[17:25])
 	// Clamp the water to 0..Burst+MaxDebt+1 before converting it to room,
 	// so that no garbage value overflows; Settle clamps the rest.
-	w = max(0, min(w, l.Burst+arith.MaxDebt(l)+1))
+	if w > l.Burst {
+		w = min(w, l.Burst+arith.MaxDebt(l)+1)
+	}
+	w = max(0, w)
 	n := l.Burst - w
 	var skew time.Duration
 	if now < t {

@@ -41,8 +41,10 @@ func Settle(n, f, t, now int64, l ratelimit.Limit) Bucket {
 	if f < 0 || f >= int64(l.Period) {
 		f = 0
 	}
-	if d := MaxDebt(l); n < -d {
-		n, f = -d, 0
+	if n < 0 {
+		if d := MaxDebt(l); n < -d {
+			n, f = -d, 0
+		}
 	}
 	n = min(n, l.Burst)
 	if n == l.Burst {
