@@ -39,7 +39,7 @@ func TestStoretest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			table := randomName("t_")
 			newStoreOn(t, newPool(t, nil), WithTable(table)) // creates the table
-			h := storetest.Harness{Algorithms: append(catalog.All(), windowAlg{})}
+			h := storetest.Harness{Algorithms: catalog.All()}
 			if testServer != nil {
 				h.Stop = func(t *testing.T) { testServer.kill() }
 				h.Start = func(t *testing.T) {
