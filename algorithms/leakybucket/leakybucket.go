@@ -17,8 +17,8 @@ const Tag byte = 0x31
 const StateLen = 25
 
 // Algorithm is the leaky bucket, as a meter (Decide) and as a queue
-// (Reserve). The zero value is ready to use; it has no
-// fields and is safe for concurrent use. It implements ratelimit.Algorithm,
+// (Reserve). The zero value is ready to use; it has no fields and is safe
+// for concurrent use. It implements ratelimit.Algorithm,
 // ratelimit.Reserver, ratelimit.Refunder and ratelimit.Charger.
 type Algorithm struct{}
 
@@ -112,9 +112,8 @@ func (v view) keep(state, dst []byte, l ratelimit.Limit) (ratelimit.Outcome, []b
 }
 
 // Decide pours cost units of water into the bucket at now if they fit:
-// level + cost <= Burst. See the
-// package documentation for the exact rules; errors wrap
-// ratelimit.ErrCorruptState.
+// level + cost <= Burst. See the package documentation for the exact
+// rules; errors wrap ratelimit.ErrCorruptState.
 func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, dst []byte) (ratelimit.Outcome, []byte, error) {
 	v, err := settle(state, now, l)
 	if err != nil {
@@ -133,16 +132,17 @@ func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64
 		}
 		return o, out, nil
 	}
-	return v.commit(state, dst, v.N-cost, l)
+	o, out := v.commit(state, dst, v.N-cost, l)
+	return o, out, nil
 }
 
 // commit writes the bucket with n units of room at the view's instant.
-func (v view) commit(state, dst []byte, n int64, l ratelimit.Limit) (ratelimit.Outcome, []byte, error) {
+func (v view) commit(state, dst []byte, n int64, l ratelimit.Limit) (ratelimit.Outcome, []byte) {
 	out := v.encode(dst, n, l)
 	o := v.outcome(n, l)
 	o.Allowed = true
 	o.Changed = !bytes.Equal(state, out)
-	return o, out, nil
+	return o, out
 }
 
 // Reserve queues cost units: the request is served once all the water
@@ -167,9 +167,9 @@ func (a Algorithm) Reserve(state []byte, now int64, l ratelimit.Limit, cost int6
 		o.RetryAfter = delay
 		return o, out, nil
 	}
-	o, out, err := v.commit(state, dst, v.N-cost, l)
+	o, out := v.commit(state, dst, v.N-cost, l)
 	o.Delay = delay
-	return o, out, err
+	return o, out, nil
 }
 
 // Refund takes amount units of water out, never below empty.
@@ -186,7 +186,8 @@ func (a Algorithm) Refund(state []byte, now int64, l ratelimit.Limit, amount int
 		return o, out, nil
 	}
 	n := v.N + min(amount, l.Burst-v.N)
-	return v.commit(state, dst, n, l)
+	o, out := v.commit(state, dst, n, l)
+	return o, out, nil
 }
 
 // Charge pours amount units of water unconditionally, as admitted
@@ -210,8 +211,8 @@ func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int
 	if d := arith.MaxDebt(l); after.N < -d {
 		after.N, after.F = -d, 0
 	}
-	o, out, err := after.commit(state, dst, after.N, l)
+	o, out := after.commit(state, dst, after.N, l)
 	o.Allowed = after.N >= 1
 	o.RetryAfter = after.wait(1, l)
-	return o, out, err
+	return o, out, nil
 }

@@ -122,16 +122,17 @@ func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64
 		}
 		return o, out, nil
 	}
-	return v.commit(state, dst, v.N-cost, l)
+	o, out := v.commit(state, dst, v.N-cost, l)
+	return o, out, nil
 }
 
 // commit writes the bucket with n whole tokens at the view's instant.
-func (v view) commit(state, dst []byte, n int64, l ratelimit.Limit) (ratelimit.Outcome, []byte, error) {
+func (v view) commit(state, dst []byte, n int64, l ratelimit.Limit) (ratelimit.Outcome, []byte) {
 	out := v.encode(dst, n, l)
 	o := v.outcome(n, l)
 	o.Allowed = true
 	o.Changed = !bytes.Equal(state, out)
-	return o, out, nil
+	return o, out
 }
 
 // Reserve takes cost tokens now, going into debt when the bucket holds
@@ -154,9 +155,9 @@ func (a Algorithm) Reserve(state []byte, now int64, l ratelimit.Limit, cost int6
 		o.RetryAfter = delay
 		return o, out, nil
 	}
-	o, out, err := v.commit(state, dst, v.N-cost, l)
+	o, out := v.commit(state, dst, v.N-cost, l)
 	o.Delay = delay
-	return o, out, err
+	return o, out, nil
 }
 
 // Refund gives back amount tokens, never filling the bucket above Burst.
@@ -173,7 +174,8 @@ func (a Algorithm) Refund(state []byte, now int64, l ratelimit.Limit, amount int
 		return o, out, nil
 	}
 	n := v.N + min(amount, l.Burst-v.N)
-	return v.commit(state, dst, n, l)
+	o, out := v.commit(state, dst, n, l)
+	return o, out, nil
 }
 
 // Charge takes amount tokens unconditionally, as consumed elsewhere: the
@@ -197,8 +199,8 @@ func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int
 	if d := arith.MaxDebt(l); after.N < -d {
 		after.N, after.F = -d, 0
 	}
-	o, out, err := after.commit(state, dst, after.N, l)
+	o, out := after.commit(state, dst, after.N, l)
 	o.Allowed = after.N >= 1
 	o.RetryAfter = after.wait(1, l)
-	return o, out, err
+	return o, out, nil
 }
