@@ -11,7 +11,9 @@
 //	    contention.go:71: round 2: 101 of 640 calls allowed, want exactly 100
 //
 // What it checks: decisions equal the algorithm's own sequential result
-// (the generic path) for every algorithm and operation; exact admission
+// (the generic path) for every algorithm and operation, and, for the
+// in-repo algorithms, the independent reference model of package
+// github.com/sluicehq/sluice/conformance/models; exact admission
 // under contention across several store instances; linearizability of
 // concurrent histories (github.com/anishathalye/porcupine, partitioned by
 // key); composites that are all or nothing, free of deadlock when callers

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/conformance/models"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
@@ -86,7 +87,38 @@ func (s *suite) testSequential(t *testing.T) {
 				s.sequence(t, alg, l, 150)
 			})
 		}
+		if m, ok := models.For(alg.Name()); ok {
+			t.Run("Model", func(t *testing.T) {
+				for _, l := range s.sequenceLimits() {
+					s.modelSequence(t, alg, m, l, 100)
+				}
+			})
+		}
 	})
+}
+
+// modelSequence runs n random takes and peeks on one key and compares each
+// outcome with the algorithm's independent reference model (package
+// models), which describes takes only.
+func (s *suite) modelSequence(t *testing.T, alg ratelimit.Algorithm, m models.Model, l ratelimit.Limit, n int) {
+	r := s.rng()
+	sts := s.stores(t, 2)
+	s.startClock()
+	c := ratelimit.Check{Namespace: "model", Key: newKey(t, r, "model"), Algorithm: alg, Limit: l}
+	key := m.New(l)
+	for i := range n {
+		c.Cost = s.randomCost(r, l)
+		s.advance(r, l)
+		now := s.now()
+		got, err := apply(t, sts[i%2], c)
+		if err != nil {
+			t.Fatalf("step %d: %s: %v", i, describe(c), err)
+		}
+		want := key.Decide(now, c.Cost)
+		if d := s.compare(got, ratelimit.Outcome{Allowed: want.Allowed, Remaining: want.Remaining, RetryAfter: want.RetryAfter, ResetAfter: want.ResetAfter}); d != "" {
+			t.Fatalf("step %d at +%s under %s: %s: store disagrees with the model of %s: %s\nstore: %+v\nmodel: %+v", i, time.Duration(now-base), l, describe(c), m.Algorithm(), d, got, want)
+		}
+	}
 }
 
 // sequence runs n random operations on one key and compares each outcome
