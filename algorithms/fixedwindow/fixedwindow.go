@@ -162,9 +162,11 @@ func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int
 		return ratelimit.Outcome{}, dst[:0], err
 	}
 	used := min(v.used+amount, maxUsed(l))
-	out := v.encode(dst, used)
+	out := dst[:0]
 	if amount == 0 {
-		out = append(dst[:0], state...)
+		out = append(out, state...)
+	} else {
+		out = v.encode(dst, used)
 	}
 	o := v.outcome(used, l)
 	if amount == 0 && v.none {

@@ -190,7 +190,9 @@ func (v view) appendWith(dst []byte, cost int64, l ratelimit.Limit) []byte {
 			if !v.live(ts, l) {
 				continue
 			}
-			if ts == v.now && ts == v.last {
+			// Entries are in time order and none is after v.now, so
+			// only the newest can share the instant of the new units.
+			if ts == v.now {
 				c += cost
 				cost = 0
 			}

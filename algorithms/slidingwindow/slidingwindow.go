@@ -187,9 +187,9 @@ func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int
 	if err != nil {
 		return ratelimit.Outcome{}, dst[:0], err
 	}
-	var out []byte
+	out := dst[:0]
 	if amount == 0 {
-		out = append(dst[:0], state...)
+		out = append(out, state...)
 	} else {
 		v.cur = min(v.cur+amount, MaxCounted)
 		out = v.encode(dst)
