@@ -22,6 +22,11 @@ const bigState = 0xff
 // memShards is the number of lock shards per namespace.
 const memShards = 64
 
+// pageBits sets the slab page size: entries are allocated 128 at a time.
+const pageBits = 7
+
+const pageSize = 1 << pageBits
+
 // sweepPerInsert is how many entries an insert examines for expiry, which
 // keeps memory bounded by the number of live keys without a goroutine.
 const sweepPerInsert = 4
@@ -32,6 +37,10 @@ const sweepPerInsert = 4
 // keys: each insert examines a few entries and drops those whose TTL has
 // passed, which by the Algorithm contract changes nothing. It starts no
 // goroutine.
+//
+// Memory: each key costs one index slot (a string header and a slot
+// number, about 25 bytes at full load) plus a 40-byte slab entry, plus its
+// key bytes; freed entries are reused by later keys.
 //
 // A MemoryStore is safe for concurrent use. Its state is lost when the
 // process exits. Create one with NewMemoryStore.
@@ -48,12 +57,15 @@ type memSpace struct {
 }
 
 type memShard struct {
-	mu  sync.Mutex
-	m   map[string]memEntry
-	big map[string][]byte
-	in  []byte // scratch: current state
-	out []byte // scratch: new state
-	_   [64]byte
+	mu    sync.Mutex
+	index map[string]uint32 // key → slab slot
+	pages []*[pageSize]memEntry
+	free  []uint32 // released slots, reused first
+	next  uint32   // slots handed out from pages so far
+	big   map[uint32][]byte
+	in    []byte // scratch: current state
+	out   []byte // scratch: new state
+	_     [64]byte
 }
 
 type memEntry struct {
@@ -110,7 +122,7 @@ func (m *MemoryStore) space(ns string, create bool) *memSpace {
 	}
 	sp := &memSpace{}
 	for i := range sp.shards {
-		sp.shards[i].m = make(map[string]memEntry)
+		sp.shards[i].index = make(map[string]uint32)
 		sp.shards[i].in = make([]byte, 0, 64)
 		sp.shards[i].out = make([]byte, 0, 64)
 	}
@@ -148,11 +160,12 @@ func (m *MemoryStore) Apply(ctx context.Context, c Check) (Outcome, error) {
 	sh := m.shard(m.space(c.Namespace, true), c.Key)
 	sh.mu.Lock()
 	now := m.clock.Now()
-	sh.in = sh.load(c.Key, now, sh.in[:0])
+	slot, found := sh.index[c.Key]
+	sh.in = sh.loadSlot(slot, found, now, sh.in[:0])
 	o, out, err := Evaluate(c.Algorithm, c.Op, sh.in, now, c.Limit, c.Cost, c.MaxWait, sh.out[:0])
 	sh.out = out[:0]
 	if err == nil && o.Changed {
-		sh.store(c.Key, now, o, out)
+		sh.storeSlot(c.Key, slot, found, now, o, out)
 	}
 	sh.mu.Unlock()
 	if err != nil {
@@ -161,63 +174,102 @@ func (m *MemoryStore) Apply(ctx context.Context, c Check) (Outcome, error) {
 	return o, nil
 }
 
+func (sh *memShard) entry(i uint32) *memEntry {
+	return &sh.pages[i>>pageBits][i&(pageSize-1)]
+}
+
 // load appends the live state of key to dst.
 func (sh *memShard) load(key string, now int64, dst []byte) []byte {
-	e, ok := sh.m[key]
-	if !ok || e.expires <= now {
+	i, ok := sh.index[key]
+	return sh.loadSlot(i, ok, now, dst)
+}
+
+// loadSlot appends the live state in slot i, if found, to dst.
+func (sh *memShard) loadSlot(i uint32, found bool, now int64, dst []byte) []byte {
+	if !found {
+		return dst
+	}
+	e := sh.entry(i)
+	if e.expires <= now {
 		return dst
 	}
 	if e.n == bigState {
-		return append(dst, sh.big[key]...)
+		return append(dst, sh.big[i]...)
 	}
 	return append(dst, e.state[:e.n]...)
 }
 
 // store records the new state of key, or drops it when its TTL is over.
 func (sh *memShard) store(key string, now int64, o Outcome, state []byte) {
-	old, exists := sh.m[key]
+	i, exists := sh.index[key]
+	sh.storeSlot(key, i, exists, now, o, state)
+}
+
+// storeSlot is store for a key already looked up: slot i if exists.
+func (sh *memShard) storeSlot(key string, i uint32, exists bool, now int64, o Outcome, state []byte) {
 	if o.TTL <= 0 || len(state) == 0 {
 		if exists {
-			delete(sh.m, key)
-			if old.n == bigState {
-				delete(sh.big, key)
-			}
+			sh.release(key, i)
 		}
 		return
 	}
 	if !exists {
-		key = strings.Clone(key)
 		sh.sweep(now)
+		i = sh.alloc()
+		sh.index[strings.Clone(key)] = i
 	}
-	e := memEntry{expires: saturatingAdd(now, int64(o.TTL))}
+	e := sh.entry(i)
+	e.expires = saturatingAdd(now, int64(o.TTL))
 	if len(state) <= inlineState {
+		if e.n == bigState {
+			delete(sh.big, i)
+		}
 		e.n = uint8(len(state))
 		copy(e.state[:], state)
-		if exists && old.n == bigState {
-			delete(sh.big, key)
-		}
-	} else {
-		e.n = bigState
-		if sh.big == nil {
-			sh.big = make(map[string][]byte)
-		}
-		sh.big[key] = append(sh.big[key][:0], state...)
+		return
 	}
-	sh.m[key] = e
+	e.n = bigState
+	if sh.big == nil {
+		sh.big = make(map[uint32][]byte)
+	}
+	sh.big[i] = append(sh.big[i][:0], state...)
+}
+
+// alloc returns a free slab slot.
+func (sh *memShard) alloc() uint32 {
+	if n := len(sh.free); n > 0 {
+		i := sh.free[n-1]
+		sh.free = sh.free[:n-1]
+		return i
+	}
+	i := sh.next
+	if int(i>>pageBits) == len(sh.pages) {
+		sh.pages = append(sh.pages, new([pageSize]memEntry))
+	}
+	sh.next++
+	return i
+}
+
+// release drops key and frees its slot.
+func (sh *memShard) release(key string, i uint32) {
+	delete(sh.index, key)
+	e := sh.entry(i)
+	if e.n == bigState {
+		delete(sh.big, i)
+	}
+	*e = memEntry{}
+	sh.free = append(sh.free, i)
 }
 
 // sweep drops a few expired entries; called on insert.
 func (sh *memShard) sweep(now int64) {
-	i := 0
-	for k, e := range sh.m {
-		if e.expires <= now {
-			delete(sh.m, k)
-			if e.n == bigState {
-				delete(sh.big, k)
-			}
+	n := 0
+	for k, i := range sh.index {
+		if sh.entry(i).expires <= now {
+			sh.release(k, i)
 		}
-		i++
-		if i >= sweepPerInsert {
+		n++
+		if n >= sweepPerInsert {
 			return
 		}
 	}
@@ -334,8 +386,9 @@ func (m *MemoryStore) Reset(ctx context.Context, namespace, key string) error {
 	}
 	sh := m.shard(sp, key)
 	sh.mu.Lock()
-	delete(sh.m, key)
-	delete(sh.big, key)
+	if i, ok := sh.index[key]; ok {
+		sh.release(key, i)
+	}
 	sh.mu.Unlock()
 	return nil
 }
@@ -348,7 +401,7 @@ func (m *MemoryStore) Len() int {
 		for i := range sp.shards {
 			sh := &sp.shards[i]
 			sh.mu.Lock()
-			n += len(sh.m)
+			n += len(sh.index)
 			sh.mu.Unlock()
 		}
 	}
