@@ -21,7 +21,6 @@ func (s *suite) testBadInput(t *testing.T) {
 	st := s.stores(t, 1)[0]
 	good := ratelimit.Check{Namespace: "bad", Key: newKey(t, r, "target"), Algorithm: alg, Limit: frozen(5), Cost: 1}
 	mustApply(t, st, good)
-	const want = 4 // units left on good.Key after the take above
 
 	mutate := func(f func(*ratelimit.Check)) ratelimit.Check {
 		c := good
@@ -62,7 +61,9 @@ func (s *suite) testBadInput(t *testing.T) {
 		{"Key1MB", mutate(func(c *ratelimit.Check) { c.Key += strings.Repeat("\x00k", 1<<19) }), ratelimit.ErrInvalidKey},
 		{"NamespaceOverMax", mutate(func(c *ratelimit.Check) { c.Namespace = strings.Repeat("n", ratelimit.MaxKeyLen+1) }), ratelimit.ErrInvalidKey},
 	}
-	unchanged := func(t *testing.T, what string) {
+	// unchanged checks that the target key still has want units, which
+	// each subtest reads first so that one failure does not cascade.
+	unchanged := func(t *testing.T, want int64, what string) {
 		t.Helper()
 		if got := remaining(t, st, good); got != want {
 			t.Errorf("Remaining = %d after %s, want %d: bad input changed state", got, what, want)
@@ -70,11 +71,12 @@ func (s *suite) testBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			want := remaining(t, st, good)
 			_, err := noPanic(t, "Apply", func() (ratelimit.Outcome, error) { return apply(t, st, tc.check) })
 			if !errors.Is(err, tc.want) {
 				t.Errorf("Apply(%s): error %v, want %v", describe(tc.check), err, tc.want)
 			}
-			unchanged(t, "Apply")
+			unchanged(t, want, "Apply")
 			for _, checks := range [][]ratelimit.Check{{good, tc.check}, {tc.check, good}} {
 				_, err := noPanic(t, "ApplyAll", func() (ratelimit.Outcome, error) {
 					_, _, err := applyAll(t, st, checks)
@@ -83,25 +85,27 @@ func (s *suite) testBadInput(t *testing.T) {
 				if !errors.Is(err, tc.want) {
 					t.Errorf("ApplyAll with a valid and an invalid check: error %v, want %v", err, tc.want)
 				}
-				unchanged(t, "a composite with one invalid check")
+				unchanged(t, want, "a composite with one invalid check")
 			}
 		})
 	}
 	t.Run("CostOverBurst", func(t *testing.T) {
+		want := remaining(t, st, good)
 		c := good
 		c.Cost = c.Limit.Burst + 1
 		o := mustApply(t, st, c)
 		if o.Allowed || o.RetryAfter != ratelimit.Never {
 			t.Errorf("cost %d over burst %d: %+v, want denied with RetryAfter Never", c.Cost, c.Limit.Burst, o)
 		}
-		unchanged(t, "a cost over the burst")
+		unchanged(t, want, "a cost over the burst")
 		ok, _, err := applyAll(t, st, []ratelimit.Check{good, c})
 		if err != nil || ok {
 			t.Errorf("composite with a cost over the burst: allowed=%t err=%v, want denied without error", ok, err)
 		}
-		unchanged(t, "a composite with a cost over the burst")
+		unchanged(t, want, "a composite with a cost over the burst")
 	})
 	t.Run("ShortOutcomes", func(t *testing.T) {
+		want := remaining(t, st, good)
 		ctx, cancel := opContext(t)
 		defer cancel()
 		_, err := noPanic(t, "ApplyAll", func() (ratelimit.Outcome, error) {
@@ -111,7 +115,7 @@ func (s *suite) testBadInput(t *testing.T) {
 		if err == nil {
 			t.Errorf("ApplyAll with 2 checks and 1 outcome slot: no error")
 		}
-		unchanged(t, "ApplyAll with too few outcome slots")
+		unchanged(t, want, "ApplyAll with too few outcome slots")
 	})
 }
 
