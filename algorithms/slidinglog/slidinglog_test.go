@@ -1,6 +1,7 @@
 package slidinglog_test
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -114,7 +115,7 @@ func FuzzDecide(f *testing.F) {
 		if l.Validate() != nil || cost < 0 || cost > ratelimit.MaxCost {
 			return
 		}
-		o, _, err := slidinglog.New().Decide(state, now, l, cost, nil)
+		o, out, err := slidinglog.New().Decide(state, now, l, cost, nil)
 		if err != nil {
 			if !errors.Is(err, ratelimit.ErrCorruptState) {
 				t.Fatal(err)
@@ -123,6 +124,12 @@ func FuzzDecide(f *testing.F) {
 		}
 		if o.Remaining < 0 || o.Remaining > burst || o.RetryAfter < 0 || o.TTL < 0 || o.ResetAfter < 0 {
 			t.Fatalf("insane outcome %+v", o)
+		}
+		if o.Allowed == (o.RetryAfter != 0) {
+			t.Fatalf("Allowed %v with RetryAfter %s", o.Allowed, o.RetryAfter)
+		}
+		if (cost == 0 || !o.Allowed) && (o.Changed || !bytes.Equal(out, state)) {
+			t.Fatalf("cost %d, allowed %v: state %x changed to %x", cost, o.Allowed, state, out)
 		}
 	})
 }
