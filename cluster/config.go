@@ -85,6 +85,13 @@ type Config struct {
 	// once (AP mode: each side of a partition admits the full limit).
 	FailedHold time.Duration
 
+	// ReconnectInterval is how often the node tries to join members that
+	// failed (not left) again, for up to ReconnectTimeout after the
+	// failure, so that the sides of a healed partition merge. 0 disables
+	// reconnecting.
+	ReconnectInterval time.Duration
+	ReconnectTimeout  time.Duration
+
 	// PushPullInterval is how often the node exchanges its full state
 	// with a random member over TCP, repairing lost sync packets. 0
 	// disables the periodic exchange (joins still do it).
@@ -105,48 +112,53 @@ type Config struct {
 
 // DefaultLANConfig returns a Config for a cluster on one local network:
 // memberlist's LAN timings, port 7946 on all interfaces, a 50 ms sync
-// interval, push/pull every 30 s, and failed members held in N_ref for
-// 30 s.
+// interval, push/pull every 30 s, failed members held in N_ref for 30 s
+// and reconnected to every 10 s for a day.
 func DefaultLANConfig() Config {
 	host, _ := os.Hostname()
 	ml := memberlist.DefaultLANConfig()
 	ml.EnableCompression = false
 	return Config{
-		Name:             host,
-		BindAddr:         "0.0.0.0",
-		BindPort:         7946,
-		SyncInterval:     50 * time.Millisecond,
-		FailedHold:       30 * time.Second,
-		PushPullInterval: 30 * time.Second,
-		MaxMessageBytes:  8 << 20,
-		Memberlist:       ml,
+		Name:              host,
+		BindAddr:          "0.0.0.0",
+		BindPort:          7946,
+		SyncInterval:      50 * time.Millisecond,
+		FailedHold:        30 * time.Second,
+		ReconnectInterval: 10 * time.Second,
+		ReconnectTimeout:  24 * time.Hour,
+		PushPullInterval:  30 * time.Second,
+		MaxMessageBytes:   8 << 20,
+		Memberlist:        ml,
 	}
 }
 
 // DefaultLocalConfig returns a Config for nodes on one machine (tests,
 // examples): loopback, a free port, memberlist's local timings with a
-// 250 ms probe interval and short suspicion (a failed node is detected in
-// about 0.5–1 s), a 25 ms sync interval, push/pull every second and failed
-// members held for 10 s.
+// 300 ms probe interval and a suspicion of 0.9–1.8 s (a failed node is
+// detected in about 1–3 s), a 25 ms sync interval, push/pull every second, failed
+// members held for 10 s and reconnected to every 500 ms for a minute.
 // Set Name to something unique per node.
 func DefaultLocalConfig() Config {
 	ml := memberlist.DefaultLocalConfig()
 	ml.EnableCompression = false
 	// Loopback answers in microseconds: probe often and suspect briefly,
 	// so a failed node is detected in well under a second.
-	ml.ProbeInterval = 250 * time.Millisecond
-	ml.ProbeTimeout = 100 * time.Millisecond
-	ml.SuspicionMult = 2
+	ml.ProbeInterval = 300 * time.Millisecond
+	ml.ProbeTimeout = 200 * time.Millisecond
+	ml.SuspicionMult = 3
+	ml.SuspicionMaxTimeoutMult = 2
 	ml.GossipInterval = 50 * time.Millisecond
 	return Config{
-		Name:             "",
-		BindAddr:         "127.0.0.1",
-		BindPort:         0,
-		SyncInterval:     25 * time.Millisecond,
-		FailedHold:       10 * time.Second,
-		PushPullInterval: time.Second,
-		MaxMessageBytes:  8 << 20,
-		Memberlist:       ml,
+		Name:              "",
+		BindAddr:          "127.0.0.1",
+		BindPort:          0,
+		SyncInterval:      25 * time.Millisecond,
+		FailedHold:        10 * time.Second,
+		ReconnectInterval: 500 * time.Millisecond,
+		ReconnectTimeout:  time.Minute,
+		PushPullInterval:  time.Second,
+		MaxMessageBytes:   8 << 20,
+		Memberlist:        ml,
 	}
 }
 
@@ -173,6 +185,8 @@ func (c *Config) validate() error {
 		return bad("label of %d bytes over 255", len(c.Label))
 	case c.FailedHold < 0:
 		return bad("negative failed hold %s", c.FailedHold)
+	case c.ReconnectInterval < 0 || c.ReconnectTimeout < 0:
+		return bad("negative reconnect interval %s or timeout %s", c.ReconnectInterval, c.ReconnectTimeout)
 	case c.PushPullInterval < 0:
 		return bad("negative push/pull interval %s", c.PushPullInterval)
 	case c.MaxMessageBytes < 64<<10 || c.MaxMessageBytes > 20<<20:

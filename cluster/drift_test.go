@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
@@ -40,8 +42,8 @@ func driftDuration() time.Duration {
 type loadFunc func(i, size int, at time.Duration) float64
 
 var (
-	uniform  loadFunc = func(i, size int, at time.Duration) float64 { return offered / float64(size) }
-	eighty   loadFunc = func(i, size int, at time.Duration) float64 {
+	uniform loadFunc = func(i, size int, at time.Duration) float64 { return offered / float64(size) }
+	eighty  loadFunc = func(i, size int, at time.Duration) float64 {
 		if i == 0 {
 			return 0.8 * offered
 		}
@@ -60,62 +62,74 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// run drives the load on every node for d and returns what was admitted,
-// per node and per bucketSpan. A node whose entry in stopAt is non-zero
-// stops offering load at that time; events run in their own goroutine.
+// runResult is what a scenario admitted, per node and per bucketSpan.
 type runResult struct {
-	perNode []int64
-	buckets []int64 // admitted per bucketSpan, all nodes
-	errs    atomic.Int64
+	perNode  []int64
+	buckets  []int64   // all nodes
+	nodeBkts [][]int64 // per node
+	errs     int64
 }
 
+// testCluster is a cluster whose membership a scenario may change.
+type testCluster struct {
+	mu         sync.Mutex
+	nodes      []*Node
+	transports []*dropTransport
+}
+
+func (c *testCluster) snapshot() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.nodes)
+}
+
+// scenario drives load on a cluster for d.
 type scenario struct {
-	nodes     func() []*Node // read at every tick: nodes may be added
+	cl        *testCluster
 	key       string
+	alg       ratelimit.Algorithm
 	d         time.Duration
 	load      loadFunc
-	coldBurst bool // every node fires B requests at t=0 at once
-	stopAt    map[int]time.Duration
+	coldBurst bool                  // every node fires B requests at t=0 at once
+	stopAt    map[int]time.Duration // node i offers no load from then on
+	start     time.Time             // when the load starts
 }
 
-func (s scenario) run(t *testing.T) *runResult {
-	t.Helper()
-	const maxNodes = 8
-	res := &runResult{perNode: make([]int64, maxNodes), buckets: make([]int64, int(s.d/bucketSpan)+1)}
-	var admitted [maxNodes]atomic.Int64
-	var buckets = make([]atomic.Int64, len(res.buckets))
-	start := time.Now().Add(50 * time.Millisecond)
+const maxNodes = 8
+
+func (s scenario) run() *runResult {
+	nb := int(s.d/bucketSpan) + 1
+	var admitted [maxNodes][]atomic.Int64
+	for i := range admitted {
+		admitted[i] = make([]atomic.Int64, nb)
+	}
+	var errs atomic.Int64
+	start := s.start
 	var wg sync.WaitGroup
 	for i := range maxNodes {
 		wg.Go(func() {
-			c := ratelimit.Check{Namespace: "drift", Key: s.key, Algorithm: tokenbucket.New(), Limit: driftLimit, Cost: 1}
+			c := ratelimit.Check{Namespace: "drift", Key: s.key, Algorithm: s.alg, Limit: driftLimit, Cost: 1}
 			ctx := context.Background()
 			try := func(n *Node) {
 				o, err := n.Apply(ctx, c)
 				if err != nil {
-					res.errs.Add(1)
+					errs.Add(1)
 					return
 				}
-				if o.Allowed {
-					at := time.Since(start)
-					if at >= 0 && at < s.d {
-						admitted[i].Add(1)
-						buckets[int(at/bucketSpan)].Add(1)
-					}
+				if at := time.Since(start); o.Allowed && at >= 0 && at < s.d {
+					admitted[i][int(at/bucketSpan)].Add(1)
 				}
 			}
 			time.Sleep(time.Until(start))
-			credit := 0.0
-			last := time.Duration(0)
+			credit, last, first := 0.0, time.Duration(0), true
 			tick := time.NewTicker(5 * time.Millisecond)
 			defer tick.Stop()
-			first := true
 			for {
 				at := time.Since(start)
 				if at >= s.d {
 					return
 				}
-				nodes := s.nodes()
+				nodes := s.cl.snapshot()
 				if i < len(nodes) && (s.stopAt[i] == 0 || at < s.stopAt[i]) {
 					n := nodes[i]
 					if first && s.coldBurst {
@@ -137,13 +151,26 @@ func (s scenario) run(t *testing.T) *runResult {
 		})
 	}
 	wg.Wait()
+	res := &runResult{perNode: make([]int64, maxNodes), buckets: make([]int64, nb), errs: errs.Load()}
 	for i := range maxNodes {
-		res.perNode[i] = admitted[i].Load()
-	}
-	for i := range buckets {
-		res.buckets[i] = buckets[i].Load()
+		row := make([]int64, nb)
+		for b := range nb {
+			row[b] = admitted[i][b].Load()
+			res.buckets[b] += row[b]
+		}
+		res.nodeBkts = append(res.nodeBkts, row)
+		res.perNode[i] = sum(row)
 	}
 	return res
+}
+
+// between returns what nodes admitted in [from, to).
+func (r *runResult) between(nodes []int, from, to time.Duration) int64 {
+	var total int64
+	for _, i := range nodes {
+		total += sum(r.nodeBkts[i][int(from/bucketSpan):int(to/bucketSpan)])
+	}
+	return total
 }
 
 // maxWindow returns the most admitted in any 1 s window (sliding by
@@ -158,12 +185,27 @@ func (r *runResult) maxWindow() int64 {
 }
 
 // envelopeExcess is E(N) of the package documentation for the test
-// config: (N−1)·r·Δ with Δ = S + d, d = one more S for scheduling delay
-// on a loaded machine, plus one unit per node for rounding the startup
-// allowance up.
+// config: (N−1)·r·Δ with Δ = S + d, taking d = S for delivery and
+// scheduling delay on a loaded machine, plus one unit per node for
+// rounding the startup allowance up.
 func envelopeExcess(size int, s time.Duration) int64 {
 	delta := 2 * s
 	return int64(math.Ceil(float64(size-1)*driftRate*delta.Seconds())) + int64(size)
+}
+
+// driftCase is one load pattern or fault on one cluster size.
+type driftCase struct {
+	name string
+	size int // nodes at the start
+	load loadFunc
+	cold bool
+	alg  ratelimit.Algorithm
+	mut  func(t *testing.T, cl *testCluster) func(i int, c *Config)
+	// during runs alongside the load with the start time of the load.
+	during func(t *testing.T, cl *testCluster, start time.Time, d time.Duration) error
+	stopAt func(d time.Duration) map[int]time.Duration
+	// check asserts the case's bounds on the result.
+	check func(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d time.Duration)
 }
 
 type driftRow struct {
@@ -174,58 +216,121 @@ type driftRow struct {
 	maxWin, winCap int64
 }
 
-var (
-	driftMu    sync.Mutex
-	driftTable []driftRow
-)
-
-// checkDrift asserts |A − (B + r·T)| ≤ tol·(B + r·T) and the window
-// envelope, and records a row for the closing table.
-func checkDrift(t *testing.T, name string, size int, res *runResult, d time.Duration, tol float64, extraOver, extraUnder int64, winCap int64) {
+// checkDrift asserts |A − (B + r·T)| ≤ tol·(B + r·T) widened by the
+// scenario's extra bounds, and the window envelope when winCap > 0.
+func checkDrift(t *testing.T, name string, size int, res *runResult, d time.Duration, tol float64, extraOver, extraUnder, winCap int64) {
 	t.Helper()
 	want := driftBurst + int64(driftRate*d.Seconds())
 	got := sum(res.perNode)
 	drift := float64(got-want) / float64(want)
-	row := driftRow{name, size, got, want, drift * 100, res.maxWindow(), winCap}
-	driftMu.Lock()
-	driftTable = append(driftTable, row)
-	driftMu.Unlock()
-	t.Logf("DRIFT %-28s N=%d T=%s A=%d ideal=%d drift=%+.2f%% maxWindow=%d cap=%d perNode=%v errs=%d",
-		name, size, d, got, want, drift*100, row.maxWin, winCap, res.perNode[:size], res.errs.Load())
-	if res.errs.Load() != 0 {
-		t.Errorf("%d calls failed", res.errs.Load())
+	t.Logf("DRIFT %-16s N=%d T=%s A=%d ideal=%d drift=%+.2f%% maxWindow=%d cap=%d perNode=%v errs=%d",
+		name, size, d, got, want, drift*100, res.maxWindow(), winCap, res.perNode, res.errs)
+	if res.errs != 0 {
+		t.Errorf("%d calls failed", res.errs)
 	}
 	slack := int64(tol * float64(want))
 	if got > want+slack+extraOver || got < want-slack-extraUnder {
-		t.Errorf("admitted %d, want %d ± %d (+%d/−%d scenario bound): drift %+.2f%%", got, want, slack, extraOver, extraUnder, drift*100)
+		t.Errorf("admitted %d, want %d −%d/+%d: drift %+.2f%%", got, want, slack+extraUnder, slack+extraOver, drift*100)
 	}
-	if winCap > 0 && row.maxWin > winCap {
-		t.Errorf("a 1 s window admitted %d, over the envelope %d", row.maxWin, winCap)
+	if winCap > 0 && res.maxWindow() > winCap {
+		t.Errorf("a 1 s window admitted %d, over the envelope %d", res.maxWindow(), winCap)
+		for b := 0; b+5 <= len(res.buckets); b += 5 {
+			var per []int64
+			for i := range res.nodeBkts {
+				per = append(per, sum(res.nodeBkts[i][b:b+5]))
+			}
+			t.Logf("t=%s: %d %v", time.Duration(b)*bucketSpan, sum(res.buckets[b:b+5]), per)
+		}
 	}
 }
 
-func TestDriftPatterns(t *testing.T) {
-	patterns := []struct {
-		name string
-		load loadFunc
-		cold bool
-	}{
-		{"uniform", uniform, false},
-		{"80-20", eighty, false},
-		{"one-hot", oneHot, false},
-		{"rotating-hot", rotating, false},
-		{"cold-start", uniform, true},
+// standard is the check of a load pattern: 5% and the window envelope.
+func standard(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d time.Duration) {
+	s := cl.snapshot()[0].cfg.SyncInterval
+	checkDrift(t, c.name, c.size, res, d, 0.05, 0, 0, driftBurst+driftRate+envelopeExcess(c.size, s))
+}
+
+// TestDrift runs every load pattern at 3 and 5 nodes and every fault
+// scenario at once (each on its own cluster), then checks each in a
+// subtest. T is 10 s, or 60 s with SLUICE_SOAK=1.
+func TestDrift(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drift runs take T = 10 s; skipped in -short mode")
 	}
 	d := driftDuration()
+	var cases []*driftCase
 	for _, size := range []int{3, 5} {
-		for _, p := range patterns {
-			t.Run(fmt.Sprintf("%s/N=%d", p.name, size), func(t *testing.T) {
-				t.Parallel()
-				nodes := startCluster(t, size, nil)
-				res := scenario{nodes: func() []*Node { return nodes }, key: newKey(t), d: d, load: p.load, coldBurst: p.cold}.run(t)
-				s := nodes[0].cfg.SyncInterval
-				checkDrift(t, p.name, size, res, d, 0.05, 0, 0, driftBurst+driftRate+envelopeExcess(size, s))
-			})
+		for _, p := range []struct {
+			name string
+			load loadFunc
+			cold bool
+			alg  ratelimit.Algorithm
+		}{
+			{"uniform", uniform, false, tokenbucket.New()},
+			{"80-20", eighty, false, gcra.New()},
+			{"one-hot", oneHot, false, tokenbucket.New()},
+			{"rotating-hot", rotating, false, gcra.New()},
+			{"cold-start", uniform, true, tokenbucket.New()},
+		} {
+			cases = append(cases, &driftCase{name: p.name, size: size, load: p.load, cold: p.cold, alg: p.alg, check: standard})
 		}
+	}
+	cases = append(cases, faultCases()...)
+
+	type outcome struct {
+		cl  *testCluster
+		res *runResult
+		err error
+	}
+	outs := make([]outcome, len(cases))
+	var wg sync.WaitGroup
+	// Five clusters at a time keep the default run near 30 s while the
+	// load stays far below what two shared cores can serve.
+	sem := make(chan struct{}, 5)
+	for i, c := range cases {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cl := &testCluster{}
+			var mut func(int, *Config)
+			if c.mut != nil {
+				mut = c.mut(t, cl)
+			}
+			nodes, err := startClusterE(t, c.size, mut)
+			if err != nil {
+				outs[i].err = err
+				return
+			}
+			cl.nodes = nodes
+			sc := scenario{cl: cl, key: newKey(t), alg: c.alg, d: d, load: c.load, coldBurst: c.cold}
+			if c.stopAt != nil {
+				sc.stopAt = c.stopAt(d)
+			}
+			errc := make(chan error, 1)
+			start := time.Now().Add(50 * time.Millisecond)
+			sc.start = start
+			if c.during != nil {
+				go func() { errc <- c.during(t, cl, start, d) }()
+			} else {
+				errc <- nil
+			}
+			res := sc.run()
+			for _, n := range cl.snapshot() {
+				st := n.Stats()
+				if st.RefMembers != st.Members || st.Capped != 0 || st.Dropped != 0 || st.Malformed != 0 {
+					t.Logf("%s/N=%d: node %s: %+v", c.name, c.size, n.Name(), st)
+				}
+			}
+			outs[i] = outcome{cl: cl, res: res, err: <-errc}
+		})
+	}
+	wg.Wait()
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("%s/N=%d", c.name, c.size), func(t *testing.T) {
+			if outs[i].err != nil {
+				t.Fatal(outs[i].err)
+			}
+			c.check(t, c, outs[i].cl, outs[i].res, d)
+		})
 	}
 }

@@ -31,50 +31,79 @@ func testConfig(t testing.TB, i int) Config {
 // node's config.
 func startCluster(t testing.TB, size int, mut func(i int, c *Config)) []*Node {
 	t.Helper()
-	nodes := make([]*Node, 0, size)
-	for i := range size {
-		cfg := testConfig(t, i)
-		if i > 0 {
-			cfg.Seeds = []string{nodes[0].Addr()}
-		}
-		if mut != nil {
-			mut(i, &cfg)
-		}
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		t.Cleanup(func() { _ = n.Close() })
-		nodes = append(nodes, n)
+	nodes, err := startClusterE(t, size, mut)
+	if err != nil {
+		t.Fatal(err)
 	}
-	waitMembers(t, nodes, size, 10*time.Second)
 	return nodes
 }
 
-// waitMembers polls until every node sees want members.
-func waitMembers(t testing.TB, nodes []*Node, want int, within time.Duration) {
-	t.Helper()
-	waitFor(t, within, func() string {
+// startClusterE is startCluster for use off the test goroutine: it
+// reports failures as an error. Nodes are closed by t's cleanup.
+func startClusterE(t testing.TB, size int, mut func(i int, c *Config)) ([]*Node, error) {
+	nodes := make([]*Node, 0, size)
+	for i := range size {
+		n, err := startNode(t, i, nodes, mut)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, waitE(10*time.Second, membersCond(nodes, size))
+}
+
+// startNode starts node i joining seeds[0] when there is one.
+func startNode(t testing.TB, i int, seeds []*Node, mut func(i int, c *Config)) (*Node, error) {
+	cfg := testConfig(t, i)
+	if len(seeds) > 0 {
+		cfg.Seeds = []string{seeds[0].Addr()}
+	}
+	if mut != nil {
+		mut(i, &cfg)
+	}
+	n, err := New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: %w", i, err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n, nil
+}
+
+func membersCond(nodes []*Node, want int) func() string {
+	return func() string {
 		for _, n := range nodes {
 			if got := len(n.Members()); got != want {
 				return fmt.Sprintf("node %s sees %d members, want %d", n.Name(), got, want)
 			}
 		}
 		return ""
-	})
+	}
+}
+
+// waitMembers polls until every node sees want members.
+func waitMembers(t testing.TB, nodes []*Node, want int, within time.Duration) {
+	t.Helper()
+	waitFor(t, within, membersCond(nodes, want))
 }
 
 // waitFor polls cond every 10ms until it returns "" or within passes.
 func waitFor(t testing.TB, within time.Duration, cond func() string) {
 	t.Helper()
+	if err := waitE(within, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitE polls cond every 10ms until it returns "" or within passes.
+func waitE(within time.Duration, cond func() string) error {
 	deadline := time.Now().Add(within)
 	for {
 		msg := cond()
 		if msg == "" {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, msg)
+			return fmt.Errorf("after %s: %s", within, msg)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -60,8 +60,9 @@ type Node struct {
 	memMu   sync.Mutex
 	members map[string]bool  // live member names, this node included
 	failed  map[string]int64 // failed (not left) members → wall time of failure
-	gens    map[string]uint64
-	live    atomic.Int64 // len(members), read on the hot path
+	lost    map[string]lostMember
+	left    map[string]int64 // members that announced a graceful leave → wall time
+	live    atomic.Int64     // len(members), read on the hot path
 
 	lastInc atomic.Int64 // last record incarnation handed out
 
@@ -80,6 +81,12 @@ type Node struct {
 	stats struct {
 		sentBytes, sentPackets, reliable, received, dropped, malformed, capped atomic.Uint64
 	}
+}
+
+// lostMember is a failed member the node tries to reconnect to.
+type lostMember struct {
+	addr  string
+	since int64 // wall time
 }
 
 type inboxItem struct {
@@ -127,8 +134,10 @@ type record struct {
 
 type comp struct {
 	inc, count uint64
-	gen        uint64 // the origin's rejoin generation at the last merge
-	at         int64  // clock time of the last accepted increase
+	at         int64 // clock time of the last accepted increase; 0 before any
+	// credit is what was charged as this origin's partition share while
+	// it was invisible and not yet matched by its real consumption.
+	credit int64
 }
 
 // New starts a node: it binds the gossip port, joins cfg.Seeds (if any),
@@ -148,7 +157,8 @@ func New(cfg Config) (*Node, error) {
 		name:    cfg.Name,
 		members: map[string]bool{cfg.Name: true},
 		failed:  map[string]int64{},
-		gens:    map[string]uint64{},
+		lost:    map[string]lostMember{},
+		left:    map[string]int64{},
 		inbox:   make(chan inboxItem, inboxSize),
 		stop:    make(chan struct{}),
 	}
@@ -203,9 +213,10 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ml = ml
 	n.lastTick = n.clock.Now()
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.mergeLoop()
 	go n.syncLoop()
+	go n.reconnectLoop()
 	if len(cfg.Seeds) > 0 {
 		if _, err := ml.Join(n.cfg.Seeds); err != nil {
 			_ = n.Close()
@@ -681,6 +692,16 @@ func (n *Node) Leave(timeout time.Duration) error {
 		return fmt.Errorf("cluster: node %s: %w", n.name, ratelimit.ErrClosed)
 	}
 	n.syncOnce()
+	// Tell the members first, so that they reclaim this node's share at
+	// once instead of holding it as a failed member's.
+	msg := encodeLeave(n.name)
+	for _, m := range n.ml.Members() {
+		if m.Name != n.name {
+			if err := n.ml.SendReliable(m, msg); err != nil {
+				n.log.Debug("cluster: leave notice not sent", "member", m.Name, "err", err)
+			}
+		}
+	}
 	if err := n.ml.Leave(timeout); err != nil {
 		return fmt.Errorf("%w: cluster: leave: %v", ratelimit.ErrUnavailable, err)
 	}
@@ -716,10 +737,15 @@ func (n *Node) visibility() (live, ref int) {
 	return len(n.members), len(n.members) + len(n.failed)
 }
 
-func (n *Node) gen(origin string) uint64 {
+// failedNames returns the members held in N_ref after failing.
+func (n *Node) failedNames() []string {
 	n.memMu.Lock()
 	defer n.memMu.Unlock()
-	return n.gens[origin]
+	out := make([]string, 0, len(n.failed))
+	for name := range n.failed {
+		out = append(out, name)
+	}
+	return out
 }
 
 // lookupAlg resolves an algorithm name learned from a peer.
@@ -731,3 +757,28 @@ func (n *Node) lookupAlg(name string) ratelimit.Algorithm {
 }
 
 var _ ratelimit.Store = (*Node)(nil)
+
+// counters returns, for every key in namespace ns, the counter of every
+// origin this node knows, its own included. It is for tests.
+func (n *Node) counters(ns string) map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
+	for i := range n.shards {
+		sh := &n.shards[i]
+		sh.mu.Lock()
+		for id, r := range sh.m {
+			if id.ns != ns {
+				continue
+			}
+			m := map[string]uint64{}
+			if r.inc != 0 {
+				m[n.name] = r.own
+			}
+			for o, c := range r.comps {
+				m[o] = c.count
+			}
+			out[id.key] = m
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}

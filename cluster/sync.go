@@ -46,24 +46,23 @@ func (n *Node) enqueue(b []byte) {
 // never concurrently; it only updates maps under memMu.
 type events Node
 
-// NotifyJoin records a live member. A member that comes back after it
-// failed gets a new rejoin generation: the first counters merged from it
-// afterwards become the baseline instead of being charged, because its
-// share was already charged as a partition estimate while it was away.
+// NotifyJoin records a live member, which ends any partition charge for
+// it.
 func (e *events) NotifyJoin(m *memberlist.Node) {
 	n := (*Node)(e)
 	n.memMu.Lock()
 	defer n.memMu.Unlock()
-	if _, ok := n.failed[m.Name]; ok {
-		delete(n.failed, m.Name)
-		n.gens[m.Name]++
-	}
+	delete(n.failed, m.Name)
+	delete(n.lost, m.Name)
+	delete(n.left, m.Name)
 	n.members[m.Name] = true
 	n.live.Store(int64(len(n.members)))
 }
 
-// NotifyLeave removes a member; one that failed rather than left stays in
-// N_ref for FailedHold.
+// NotifyLeave removes a member. One that failed rather than announced a
+// leave stays in N_ref for FailedHold, and the node tries to reconnect to
+// it for ReconnectTimeout (memberlist alone does not merge the sides of a
+// healed partition).
 func (e *events) NotifyLeave(m *memberlist.Node) {
 	n := (*Node)(e)
 	n.memMu.Lock()
@@ -72,8 +71,16 @@ func (e *events) NotifyLeave(m *memberlist.Node) {
 		return
 	}
 	delete(n.members, m.Name)
-	if m.State != memberlist.StateLeft && n.cfg.FailedHold > 0 {
-		n.failed[m.Name] = time.Now().UnixNano()
+	if _, ok := n.left[m.Name]; ok {
+		// It announced a graceful leave (memberlist's Node.State does
+		// not tell a leave from a failure).
+		delete(n.left, m.Name)
+	} else {
+		now := time.Now().UnixNano()
+		if n.cfg.FailedHold > 0 {
+			n.failed[m.Name] = now
+		}
+		n.lost[m.Name] = lostMember{addr: m.Address(), since: now}
 	}
 	n.live.Store(int64(len(n.members)))
 }
@@ -108,8 +115,10 @@ func (n *Node) syncOnce() {
 	n.lastTick = now
 	live, ref := n.visibility()
 	share := 0.0 // fraction of refill to charge as the invisible members' use
+	var failed []string
 	if ref > live {
 		share = float64(ref-live) / float64(ref)
+		failed = n.failedNames()
 	}
 	var entries []wireEntry
 	sweep := n.sweepAt
@@ -138,7 +147,7 @@ func (n *Node) syncOnce() {
 		if share > 0 || i == sweep {
 			for id, r := range sh.m {
 				if share > 0 && r.alg != nil && r.expires > now {
-					n.partitionCharge(sh, r, now, elapsed, share)
+					n.partitionCharge(sh, r, now, elapsed, share, failed)
 				}
 				if i == sweep && r.expires <= now && !r.dirty && r.allowN <= 1 {
 					delete(sh.m, id)
@@ -153,8 +162,11 @@ func (n *Node) syncOnce() {
 }
 
 // partitionCharge charges rec with the refill the invisible members would
-// have used: r·elapsed·share, carrying the fraction to the next tick.
-func (n *Node) partitionCharge(sh *shard, r *record, now, elapsed int64, share float64) {
+// have used, r·elapsed·share, carrying the fraction to the next tick. The
+// amount is credited to the failed members' components in equal parts, so
+// that their real consumption, when it arrives after a heal, is charged
+// only beyond it.
+func (n *Node) partitionCharge(sh *shard, r *record, now, elapsed int64, share float64, failed []string) {
 	r.phantom += float64(r.limit.Count) * float64(elapsed) / float64(r.limit.Period) * share
 	whole := int64(r.phantom)
 	if whole <= 0 {
@@ -162,6 +174,21 @@ func (n *Node) partitionCharge(sh *shard, r *record, now, elapsed int64, share f
 	}
 	r.phantom -= float64(whole)
 	n.charge(sh, r, now, whole)
+	if len(failed) == 0 {
+		return
+	}
+	part, rest := whole/int64(len(failed)), whole%int64(len(failed))
+	for i, name := range failed {
+		c := r.comps[name]
+		if c == nil {
+			c = &comp{}
+			r.comps[name] = c
+		}
+		c.credit += part
+		if int64(i) < rest {
+			c.credit++
+		}
+	}
 }
 
 // entryOf snapshots rec's counters for the wire. The caller holds sh.mu.
@@ -184,7 +211,9 @@ func (n *Node) entryOf(r *record, now int64, sh *shard) (wireEntry, bool) {
 		en.comps = append(en.comps, wireComp{origin: n.name, inc: r.inc, count: r.own})
 	}
 	for o, c := range r.comps {
-		en.comps = append(en.comps, wireComp{origin: o, inc: c.inc, count: c.count})
+		if c.inc != 0 {
+			en.comps = append(en.comps, wireComp{origin: o, inc: c.inc, count: c.count})
+		}
 	}
 	return en, true
 }
@@ -300,8 +329,21 @@ func (n *Node) handle(b []byte) {
 		return
 	}
 	n.stats.received.Add(1)
-	if m.kind == kindReset {
+	switch m.kind {
+	case kindReset:
 		n.resetLocal(m.ns, m.key)
+		return
+	case kindLeave:
+		n.memMu.Lock()
+		delete(n.failed, m.ns)
+		delete(n.lost, m.ns)
+		if !n.members[m.ns] {
+			// NotifyLeave came first.
+			n.memMu.Unlock()
+			return
+		}
+		n.left[m.ns] = time.Now().UnixNano()
+		n.memMu.Unlock()
 		return
 	}
 	for i := range m.entries {
@@ -340,20 +382,25 @@ func (n *Node) merge(en *wireEntry) {
 		default:
 			continue
 		}
-		gen := n.gen(c.origin)
 		since := rec.created
 		if cur == nil {
-			cur = &comp{gen: gen}
+			cur = &comp{}
 			rec.comps[c.origin] = cur
-		} else {
+		} else if cur.at != 0 {
 			since = cur.at
 		}
-		rebase := cur.gen < gen
-		cur.inc, cur.count, cur.gen, cur.at = c.inc, c.count, gen, now
-		if rebase || delta == 0 {
+		cur.inc, cur.count, cur.at = c.inc, c.count, now
+		amount := int64(min(delta, uint64(ratelimit.MaxCost)))
+		// Consumption already charged as this origin's partition share
+		// while it was invisible is not charged again.
+		if cur.credit > 0 {
+			used := min(cur.credit, amount)
+			cur.credit -= used
+			amount -= used
+		}
+		if amount <= 0 {
 			continue
 		}
-		amount := int64(min(delta, uint64(ratelimit.MaxCost)))
 		if capAt := n.plausible(rec.limit, now-since); amount > capAt {
 			if n.stats.capped.Add(1) <= 10 {
 				n.log.Warn("cluster: implausible counter jump capped", "origin", c.origin, "key", truncKey(en.key), "delta", delta, "cap", capAt)
@@ -388,7 +435,7 @@ func (n *Node) adoptRemote(sh *shard, id nsKey, en *wireEntry, now int64) {
 		if c.origin == n.name {
 			continue
 		}
-		rec.comps[c.origin] = &comp{inc: c.inc, count: c.count, gen: n.gen(c.origin), at: now}
+		rec.comps[c.origin] = &comp{inc: c.inc, count: c.count, at: now}
 	}
 	if rec.alg != nil {
 		if _, ok := rec.alg.(ratelimit.Charger); !ok {
@@ -437,4 +484,48 @@ func truncKey(k string) string {
 		return k[:64]
 	}
 	return k
+}
+
+// reconnectLoop tries every ReconnectInterval to join failed members
+// again, so that the two sides of a healed partition merge.
+func (n *Node) reconnectLoop() {
+	defer n.wg.Done()
+	if n.cfg.ReconnectInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(n.cfg.ReconnectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		var addrs []string
+		n.memMu.Lock()
+		for name, l := range n.lost {
+			if now-l.since > int64(n.cfg.ReconnectTimeout) {
+				delete(n.lost, name)
+				continue
+			}
+			addrs = append(addrs, l.addr)
+		}
+		for name, at := range n.left {
+			if now-at > int64(time.Minute) {
+				delete(n.left, name)
+			}
+		}
+		n.memMu.Unlock()
+		for _, a := range addrs {
+			select {
+			case <-n.stop:
+				return
+			default:
+			}
+			if _, err := n.ml.Join([]string{a}); err != nil {
+				n.log.Debug("cluster: reconnect failed", "addr", a, "err", err)
+			}
+		}
+	}
 }

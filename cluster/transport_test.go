@@ -22,16 +22,15 @@ type dropTransport struct {
 	maxWrite int
 }
 
-func newDropTransport(t testing.TB) (*dropTransport, int) {
-	t.Helper()
+func newDropTransport() (*dropTransport, int, error) {
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
 		BindAddrs: []string{"127.0.0.1"},
 		Logger:    log.New(io.Discard, "", 0),
 	})
 	if err != nil {
-		t.Fatalf("transport: %v", err)
+		return nil, 0, err
 	}
-	return &dropTransport{NetTransport: nt, blocked: map[string]bool{}}, nt.GetAutoBindPort()
+	return &dropTransport{NetTransport: nt, blocked: map[string]bool{}}, nt.GetAutoBindPort(), nil
 }
 
 func (d *dropTransport) block(addrs ...string) {
@@ -90,7 +89,11 @@ func (d *dropTransport) DialAddressTimeout(a memberlist.Address, timeout time.Du
 func withDropTransports(t testing.TB, size int) ([]*dropTransport, func(i int, c *Config)) {
 	ts := make([]*dropTransport, size)
 	return ts, func(i int, c *Config) {
-		tr, port := newDropTransport(t)
+		tr, port, err := newDropTransport()
+		if err != nil {
+			t.Errorf("transport %d: %v", i, err)
+			return
+		}
 		ts[i] = tr
 		c.BindPort = port
 		c.Memberlist.Transport = tr

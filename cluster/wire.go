@@ -23,7 +23,8 @@ import (
 //	                              comps uvarint m, then m × {origin uvarint,
 //	                              incarnation uvarint, count uvarint}}
 //
-// and, for kindReset, by {namespace string, key string}. A string is a
+// and, for kindReset, by {namespace string, key string}, for kindLeave by
+// {node name string}. A string is a
 // uvarint length and that many bytes. Indices refer to the message's own
 // tables, so every packet decodes on its own. Decoding checks every length
 // against the bytes left and the limits below, and rejects trailing bytes.
@@ -33,6 +34,7 @@ const (
 	kindSync  byte = 1 // changed keys, sent every sync interval
 	kindState byte = 2 // every key, the push/pull anti-entropy state
 	kindReset byte = 3 // a key reset on the sender
+	kindLeave byte = 4 // the sender is leaving gracefully
 
 	maxNameLen    = 512     // longest node name accepted on the wire
 	maxAlgNameLen = 128     // longest algorithm name accepted on the wire
@@ -71,7 +73,8 @@ type wireEntry struct {
 type message struct {
 	kind    byte
 	entries []wireEntry
-	// ns and key of a kindReset message.
+	// ns and key of a kindReset message; ns is the node name of a
+	// kindLeave message.
 	ns, key string
 }
 
@@ -185,6 +188,11 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// encodeLeave returns the message announcing that name leaves.
+func encodeLeave(name string) []byte {
+	return appendString([]byte{wireVersion, kindLeave}, name)
+}
+
 // encodeReset returns the message announcing that ns/key was reset.
 func encodeReset(ns, key string) []byte {
 	out := []byte{wireVersion, kindReset}
@@ -259,6 +267,8 @@ func decodeMessage(b []byte, maxBytes int) (message, error) {
 	case kindReset:
 		m.ns = d.str("namespace", 0, ratelimit.MaxKeyLen)
 		m.key = d.str("key", 1, ratelimit.MaxKeyLen)
+	case kindLeave:
+		m.ns = d.str("node name", 1, maxNameLen)
 	case kindSync, kindState:
 		decodeEntries(d, &m)
 	default:

@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithms/tokenbucket"
+)
+
+// sleepUntil waits until start+at.
+func sleepUntil(start time.Time, at time.Duration) { time.Sleep(time.Until(start.Add(at))) }
+
+// faultCases are the membership scenarios of TestDrift, all on 5 nodes
+// under uniform load: a crash, a graceful leave, a late join and a
+// partition {0,1}|{2,3,4} with its heal.
+func faultCases() []*driftCase {
+	const hold = time.Second // FailedHold of the crash case
+	return []*driftCase{
+		{
+			// Node 4 stops without leaving at 0.4·T. The others keep
+			// its share out of the refill for FailedHold after they
+			// detect the failure (under-admission ≤ r·hold/N_ref), and
+			// lose at most its unsent consumption (≤ r·Δ, over).
+			name: "crash", size: 5, load: uniform, alg: tokenbucket.New(),
+			mut: func(*testing.T, *testCluster) func(int, *Config) {
+				return func(_ int, c *Config) { c.FailedHold = hold }
+			},
+			stopAt: func(d time.Duration) map[int]time.Duration { return map[int]time.Duration{4: d * 4 / 10} },
+			during: func(t *testing.T, cl *testCluster, start time.Time, d time.Duration) error {
+				sleepUntil(start, d*4/10)
+				return cl.snapshot()[4].Close()
+			},
+			check: func(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d time.Duration) {
+				under := int64(driftRate * hold.Seconds() / 5)
+				checkDrift(t, c.name, c.size, res, d, 0.05, 0, under, driftBurst+driftRate+envelopeExcess(c.size, cl.snapshot()[0].cfg.SyncInterval))
+			},
+		},
+		{
+			// Node 4 leaves gracefully at 0.4·T: it sends its last
+			// consumption first and the others reclaim its share at once.
+			name: "leave", size: 5, load: uniform, alg: tokenbucket.New(),
+			stopAt: func(d time.Duration) map[int]time.Duration { return map[int]time.Duration{4: d * 4 / 10} },
+			during: func(t *testing.T, cl *testCluster, start time.Time, d time.Duration) error {
+				sleepUntil(start, d*4/10)
+				n := cl.snapshot()[4]
+				if err := n.Leave(time.Second); err != nil {
+					return err
+				}
+				return n.Close()
+			},
+			check: standard,
+		},
+		{
+			// A fifth node joins at 0.4·T and takes load as soon as New
+			// returns: it has the cluster's counters by then.
+			name: "late-join", size: 4, load: uniform, alg: tokenbucket.New(),
+			during: func(t *testing.T, cl *testCluster, start time.Time, d time.Duration) error {
+				sleepUntil(start, d*4/10)
+				n, err := startNode(t, 4, cl.snapshot(), nil)
+				if err != nil {
+					return err
+				}
+				cl.mu.Lock()
+				cl.nodes = append(cl.nodes, n)
+				cl.mu.Unlock()
+				return nil
+			},
+			check: standard,
+		},
+		partitionCase(),
+	}
+}
+
+// partitionCase cuts {0,1} from {2,3,4} from 0.2·T to 0.8·T (from 20 s to
+// 40 s in the 60 s soak). Failed members are held in N_ref for longer
+// than the partition, so each side refills at r·|side|/5 once it has
+// detected the cut. Until detection (F, about 2 s with DefaultLocalConfig)
+// both sides admit the full rate: the documented partition excess is
+// (p−1)·r·F.
+func partitionCase() *driftCase {
+	cutAt := func(d time.Duration) (time.Duration, time.Duration) {
+		if d >= 60*time.Second {
+			return 20 * time.Second, 40 * time.Second
+		}
+		return d * 2 / 10, d * 8 / 10
+	}
+	const detect = 3 * time.Second // F, generous for a loaded machine
+	sides := [2][]int{{0, 1}, {2, 3, 4}}
+	return &driftCase{
+		name: "partition", size: 5, load: uniform, alg: tokenbucket.New(),
+		mut: func(t *testing.T, cl *testCluster) func(int, *Config) {
+			ts, mut := withDropTransports(t, 5)
+			cl.transports = ts
+			return func(i int, c *Config) {
+				c.FailedHold = 5 * time.Minute
+				mut(i, c)
+			}
+		},
+		during: func(t *testing.T, cl *testCluster, start time.Time, d time.Duration) error {
+			from, to := cutAt(d)
+			sleepUntil(start, from)
+			nodes := cl.snapshot()
+			for _, a := range sides[0] {
+				for _, b := range sides[1] {
+					cl.transports[a].block(nodes[b].Addr())
+					cl.transports[b].block(nodes[a].Addr())
+				}
+			}
+			sleepUntil(start, to)
+			for _, tr := range cl.transports {
+				tr.heal()
+			}
+			// After the heal the sides merge again, and every node
+			// catches up with every origin's counter as it stood at the
+			// heal within S + PushPullInterval of the merge.
+			own := map[string]map[string]uint64{}
+			for _, n := range nodes {
+				for key, comps := range n.counters("drift") {
+					if own[key] == nil {
+						own[key] = map[string]uint64{}
+					}
+					own[key][n.Name()] = comps[n.Name()]
+				}
+			}
+			if err := waitE(10*time.Second, membersCond(nodes, 5)); err != nil {
+				return err
+			}
+			return waitE(2*time.Second, func() string { return caughtUp(nodes, own) })
+		},
+		check: func(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d time.Duration) {
+			from, to := cutAt(d)
+			// Until detection both sides admit the full rate; the heal
+			// charges each side the other's excess, so the repayment
+			// (which may still run at T) mirrors the excess.
+			over := int64(driftRate * detect.Seconds())
+			checkDrift(t, c.name, c.size, res, d, 0.05, over, over, 0)
+			// While cut (after detection), each side refills at
+			// r·|side|/N_ref: ±5% of that plus half a burst of slack.
+			for b := 0; b+10 <= len(res.buckets); b += 10 {
+				at := time.Duration(b) * bucketSpan
+				t.Logf("t=%s..+1s: side %v admitted %d, side %v %d", at, sides[0], res.between(sides[0], at, at+time.Second), sides[1], res.between(sides[1], at, at+time.Second))
+			}
+			for _, side := range sides {
+				span := to - from - detect
+				got := res.between(side, from+detect, to)
+				want := int64(driftRate * span.Seconds() * float64(len(side)) / 5)
+				t.Logf("side %v admitted %d in %s while cut, want ≈ %d", side, got, span, want)
+				if diff := got - want; diff > want/20+driftBurst/2 || -diff > want/20+driftBurst/2 {
+					t.Errorf("side %v admitted %d while cut, want %d ± %d", side, got, want, want/20+driftBurst/2)
+				}
+			}
+		},
+	}
+}
+
+// caughtUp returns "" when every node's view of every origin's counter
+// is at least that origin's own counter in own (key → origin → count).
+func caughtUp(nodes []*Node, own map[string]map[string]uint64) string {
+	for _, n := range nodes {
+		view := n.counters("drift")
+		for key, origins := range own {
+			for origin, want := range origins {
+				if got := view[key][origin]; got < want {
+					return fmt.Sprintf("key %q: %s sees %d from %s, want ≥ %d", key, n.Name(), got, origin, want)
+				}
+			}
+		}
+	}
+	return ""
+}
+
