@@ -18,25 +18,67 @@ type manualClock struct{ ns int64 }
 
 func (c *manualClock) Now() int64 { return c.ns }
 
-// randomLimit returns a valid limit whose Burst·Period is below 2^50 (the
-// native path's bound), often near an edge.
+// randomLimit returns a valid limit inside the native path's bounds
+// (Period and FillTime at most 2^51 ns), often near an edge.
 func randomLimit(r *rand.Rand) ratelimit.Limit {
+	const span = 1 << 51
 	for {
 		var l ratelimit.Limit
-		switch r.IntN(4) {
-		case 0: // everyday limits
-			l = ratelimit.Limit{Count: 1 + r.Int64N(1000), Period: time.Duration(1+r.Int64N(3600)) * time.Second, Burst: 1 + r.Int64N(1000)}
+		switch r.IntN(5) {
+		case 0: // everyday limits: per second to per day
+			periods := []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour}
+			l = ratelimit.Limit{Count: 1 + r.Int64N(100000), Period: periods[r.IntN(len(periods))], Burst: 1 + r.Int64N(100000)}
 		case 1: // odd periods, counts that do not divide them
-			l = ratelimit.Limit{Count: 1 + r.Int64N(1<<20), Period: time.Duration(1 + r.Int64N(1<<30)), Burst: 1 + r.Int64N(1<<16)}
-		case 2: // Burst·Period just below 2^50
-			p := int64(1) << (10 + r.IntN(30))
-			b := (int64(1)<<50 - 1) / p
-			l = ratelimit.Limit{Count: 1 + r.Int64N(ratelimit.MaxCount), Period: time.Duration(p), Burst: max(1, b-r.Int64N(3))}
+			l = ratelimit.Limit{Count: 1 + r.Int64N(1<<20), Period: time.Duration(1 + r.Int64N(1<<40)), Burst: 1 + r.Int64N(1<<20)}
+		case 2: // FillTime just below 2^51, huge products Burst·Period
+			c := 1 + r.Int64N(ratelimit.MaxCount)
+			p := 1 + r.Int64N(span)
+			l = ratelimit.Limit{Count: c, Period: time.Duration(p), Burst: max(1, min(ratelimit.MaxCount, ratelimit.MulDivFloor(span, c, p)-r.Int64N(3)))}
+		case 3: // Period exactly 2^51, huge counts
+			l = ratelimit.Limit{Count: ratelimit.MaxCount - r.Int64N(1000), Period: span, Burst: 1 + r.Int64N(ratelimit.MaxCount)}
 		default: // tiny
 			l = ratelimit.Limit{Count: 1 + r.Int64N(5), Period: time.Duration(1 + r.Int64N(10)), Burst: 1 + r.Int64N(5)}
 		}
-		if l.Validate() == nil && l.Burst*int64(l.Period) < 1<<50 {
+		if l.Validate() == nil && l.Period <= span && l.FillTime() <= span {
 			return l
+		}
+	}
+}
+
+// TestNativeBounds checks which limits take the native path: inside the
+// bounds it decides without falling back, outside it is never called.
+func TestNativeBounds(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, srv.addr())
+	for _, tt := range []struct {
+		limit  ratelimit.Limit
+		native bool
+	}{
+		{ratelimit.PerSecond(10), true},
+		{ratelimit.PerHour(1000), true},
+		{ratelimit.Every(24*time.Hour, 100000), true},
+		{ratelimit.Limit{Count: ratelimit.MaxCount, Period: 1 << 51, Burst: ratelimit.MaxCount}, true},
+		{ratelimit.Every(30*24*time.Hour, 10), false},                      // Period over 2^51 ns
+		{ratelimit.Limit{Count: 1, Period: time.Hour, Burst: 1000}, false}, // FillTime 1000 h
+	} {
+		st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New()} {
+			for range 3 {
+				if _, err := st.Apply(t.Context(), ratelimit.Check{Namespace: alg.Name(), Key: "k", Algorithm: alg, Limit: tt.limit, Cost: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		calls, fallbacks := st.NativeCounts()
+		want := int64(0)
+		if tt.native {
+			want = 6
+		}
+		if calls != want || fallbacks != 0 {
+			t.Errorf("limit %v: %d native calls, %d fallbacks; want %d and 0", tt.limit, calls, fallbacks, want)
 		}
 	}
 }
@@ -45,8 +87,8 @@ func randomLimit(r *rand.Rand) ratelimit.Limit {
 // backwards (a clock that went back) or years forwards.
 func step(r *rand.Rand, now int64, l ratelimit.Limit) int64 {
 	switch r.IntN(10) {
-	case 0:
-		return now - r.Int64N(int64(l.Period)+1)
+	case 0: // at most 2^48 ns back, so states rarely end up more than 2^51 ns ahead (those fall back)
+		return now - r.Int64N(min(int64(l.Period), 1<<48)+1)
 	case 1:
 		return now + r.Int64N(10*365*24*int64(time.Hour))
 	case 2:
@@ -210,4 +252,44 @@ func joinLines(lines []string) string {
 		s += "  " + l + "\n"
 	}
 	return s
+}
+
+// TestNativeFallback: a state more than 2^51 ns ahead of "now" (a clock
+// far behind) is beyond native.lua's exact range; the script writes
+// nothing and the generic path decides, with the Go algorithm's result.
+func TestNativeFallback(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, srv.addr())
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New()} {
+		t.Run("algo="+alg.Name(), func(t *testing.T) {
+			start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+			clock := &manualClock{ns: start}
+			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := ratelimit.Every(24*time.Hour, 10)
+			check := ratelimit.Check{Namespace: "f", Key: "k", Algorithm: alg, Limit: l, Cost: 3}
+			var state []byte
+			for i, now := range []int64{start, start - 1<<52, start - 1<<52 + 1} {
+				clock.ns = now
+				want, next, err := alg.Decide(state, now, l, check.Cost, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want.Changed {
+					state = next
+				}
+				got, err := st.Apply(t.Context(), check)
+				if err != nil || got != want {
+					t.Fatalf("step %d: got %+v %v, want %+v", i, got, err, want)
+				}
+			}
+			// Both calls behind the state are denied (nothing written), so
+			// both fall back; the first call is native.
+			if calls, fallbacks := st.NativeCounts(); calls != 3 || fallbacks != 2 {
+				t.Fatalf("%d native calls, %d fallbacks; want 3 and 2", calls, fallbacks)
+			}
+		})
+	}
 }

@@ -20,14 +20,14 @@ var nativeScript = newScript(nativeSrc)
 const (
 	// nativeStride is the number of ARGV values per check in native.lua.
 	nativeStride = 13
-	// nativeSpanLimit bounds Burst·Period for the native path: every count
-	// and span native.lua computes then stays below 2^53, where Lua's
-	// doubles are exact.
-	nativeSpanLimit = 1 << 50
+	// nativeSpanLimit bounds Period and the time to refill Burst for the
+	// native path (2^51 ns, about 26 days): every span native.lua computes
+	// then stays below 2^53, where Lua's doubles are exact.
+	nativeSpanLimit = 1 << 51
 	// debtCap is the largest debt span sent to native.lua; a larger one
 	// behaves the same there, since the script falls back for any state
-	// more than 2^50 ns in the future.
-	debtCap = 1 << 51
+	// more than 2^51 ns in the future.
+	debtCap = 1 << 52
 )
 
 // nativeAlg returns the native.lua code of an in-repo algorithm with a Lua
@@ -44,23 +44,23 @@ func nativeAlg(alg ratelimit.Algorithm) string {
 }
 
 // nativeCovers reports whether native.lua can apply every check exactly:
-// an OpTake of an algorithm with a Lua program and a limit whose
-// Burst·Period is below 2^50.
+// an OpTake of an algorithm with a Lua program, under a limit whose Period
+// and FillTime are at most 2^51 ns (about 26 days).
 func nativeCovers(checks []ratelimit.Check) bool {
 	for i := range checks {
 		c := &checks[i]
 		if c.Op != ratelimit.OpTake || nativeAlg(c.Algorithm) == "" {
 			return false
 		}
-		hi, lo := bits.Mul64(uint64(c.Limit.Burst), uint64(c.Limit.Period))
-		if hi != 0 || lo >= nativeSpanLimit {
+		if c.Limit.Period > nativeSpanLimit || c.Limit.FillTime() > nativeSpanLimit {
 			return false
 		}
 	}
 	return true
 }
 
-// units returns n·Period/Count as a span q + r/Count; n·Period < 2^63 here.
+// units returns n·Period/Count as a span q + r/Count. The caller
+// guarantees the quotient fits (n <= Burst and FillTime <= 2^51).
 func units(n int64, l ratelimit.Limit) (q, r int64) {
 	hi, lo := bits.Mul64(uint64(n), uint64(l.Period))
 	uq, ur := bits.Div64(hi, lo, uint64(l.Count))

@@ -3,20 +3,22 @@
 -- reproducing their Go Decide bit for bit with integer arithmetic.
 --
 -- Lua numbers are doubles: integers are exact below 2^53. The store sends
--- a check here only when Burst*Period < 2^50, so every count and span below
--- fits; absolute instants (~1.8e18 ns) do not, so they are kept as two
--- 32-bit halves (hi, lo) and only differences are taken as numbers. Any
--- case outside these bounds (a state far in the future, debt, corrupt
--- state) makes the script return {-1} before writing anything, and the
--- store then decides that call on its generic path.
+-- a check here only when Period and the time to refill Burst are at most
+-- 2^51 ns (about 26 days), so every span fits; products such as
+-- elapsed*Count, which do not, go through muldiv (exact shift-and-add with
+-- a running quotient and remainder). Absolute instants (~1.8e18 ns) are
+-- kept as two 32-bit halves (hi, lo) and only differences are taken as
+-- numbers. Any case outside these bounds (a state far in the future, debt,
+-- corrupt state) makes the script return {-1} before writing anything, and
+-- the store then decides that call on its generic path.
 --
 -- KEYS: one state key per check (a key may repeat; checks apply in order).
 -- ARGV[1], ARGV[2]: '' and '' to use TIME, or Unix seconds and nanoseconds
 --   injected by tests (WithTestClock).
 -- ARGV[3]: milliseconds added to every PEXPIRE.
 -- Then STRIDE values per check: algorithm ('g' or 't'), cost, burst, count,
--- period, then per algorithm: gcra: tau q, tau r, units(cost) q, r,
--- units(1) q, r, debt q, debt r (spans q + r/count ns); tokenbucket: unused.
+-- period, then for gcra the spans (q + r/count ns) tau, units(cost),
+-- units(1) and debt as q, r pairs; for tokenbucket, zeros.
 -- Returns {status, then per check: allowed, changed, remaining,
 -- retry_after (-1 for never), reset_after, ttl} with status 1 (all allowed,
 -- written), 0 (denied, nothing written) or -1 (use the generic path).
@@ -32,6 +34,34 @@ local function idiv(x, y)
   local r = x - q * y
   while r < 0 do q = q - 1; r = r + y end
   while r >= y do q = q + 1; r = r - y end
+  return q, r
+end
+
+-- muldiv returns floor((x*y + add)/z) and the remainder, exactly, for
+-- integers 0 <= x, y, add < 2^52 and 0 < z < 2^52, or nil when the
+-- quotient exceeds 2^51. It walks y's bits from the top, keeping the
+-- partial product as quotient and remainder of z, so nothing passes 2^53.
+local CAP = 2251799813685248 -- 2^51
+local function muldiv(x, y, add, z)
+  local xq, xr = idiv(x, z)
+  local aq, ar = 0, 0
+  local p = 1
+  while p * 2 <= y do p = p * 2 end
+  while p >= 1 do
+    aq, ar = aq * 2, ar * 2
+    if ar >= z then ar = ar - z; aq = aq + 1 end
+    if y >= p then
+      y = y - p
+      aq, ar = aq + xq, ar + xr
+      if ar >= z then ar = ar - z; aq = aq + 1 end
+    end
+    if aq > CAP then return nil end
+    p = p / 2
+  end
+  local q, r = idiv(add, z)
+  q, r = q + aq, r + ar
+  if r >= z then r = r - z; q = q + 1 end
+  if q > CAP then return nil end
   return q, r
 end
 
@@ -139,7 +169,7 @@ local function gcra(state, nh, nl, a)
       end
     else
       d = -d
-      if d > 1125899906842624 then return nil end -- 2^50
+      if d > CAP then return nil end -- 2^51
       if d > dq + 1 then
         aq, ar = ssub(-dq, 0, 0, dr, count)
       else
@@ -154,15 +184,12 @@ local function gcra(state, nh, nl, a)
       if sless(aq, ar, lq, lr) then aq, ar = lq, lr end
     end
   end
-  local function tokens(q, r)
-    if q < 0 then return 0 end
-    local n = idiv(q * count + r, period)
-    if n > burst then n = burst end
-    return n
-  end
   local function outcome(q, r)
     local reset = sceil(ssub(tq, tr, q, r, count))
-    return tokens(q, r), reset
+    if q < 0 then return 0, reset end
+    local n = muldiv(q, count, r, period)
+    if n == nil or n > burst then n = burst end
+    return n, reset
   end
   if cost == 0 or cost > burst then
     local rem, reset = outcome(aq, ar)
@@ -206,7 +233,7 @@ local function tokenbucket(state, nh, nl, a)
       d = nil -- far in the past: full
     elseif d < 0 then
       skew = -d
-      if skew > 1125899906842624 then return nil end
+      if skew > CAP then return nil end
       nh, nl, d = sh, sl, 0
     end
     if f == nil or f < 0 or f >= period then f = 0 end
@@ -220,23 +247,22 @@ local function tokenbucket(state, nh, nl, a)
     if sn == burst or d == nil then
       n, f = burst, 0
     else
-      local x = (burst - sn) * period
-      if d >= idiv(x, count) + 1 then
+      local q, r = muldiv(d, count, f, period)
+      if q == nil or q >= burst - sn then
         n, f = burst, 0
       else
-        local q, r = idiv(f + d * count, period)
-        if q >= burst - sn then
-          n, f = burst, 0
-        else
-          n, f = sn + q, r
-        end
+        n, f = sn + q, r
       end
     end
     th, tl = nh, nl
   end
+  -- wait returns ceil(((x-level)*period - f)/count) plus the skew, 0 when
+  -- level >= x, or nil when it does not fit.
   local function wait(x, level)
     if level >= x then return 0 end
-    return skew + ceildiv((x - level) * period - f, count)
+    local q = muldiv(x - level - 1, period, period - f + count - 1, count)
+    if q == nil then return nil end
+    return skew + q
   end
   local function outcome(level)
     local rem = level
@@ -247,11 +273,14 @@ local function tokenbucket(state, nh, nl, a)
   end
   if cost == 0 or cost > burst or n < cost then
     local rem, reset = outcome(n)
+    local retry = -1
+    if cost == 0 then retry = wait(1, n) elseif cost <= burst then retry = wait(cost, n) end
+    if reset == nil or retry == nil then return nil end
     local ttl = reset
     if not state then ttl = 0 end
     if cost > burst then return false, state, rem, -1, reset, ttl end
-    if cost == 0 then return n >= 1, state, rem, wait(1, n), reset, ttl end
-    return false, state, rem, wait(cost, n), reset, ttl
+    if cost == 0 then return n >= 1, state, rem, retry, reset, ttl end
+    return false, state, rem, retry, reset, ttl
   end
   local level = n - cost
   local out = false
@@ -259,6 +288,7 @@ local function tokenbucket(state, nh, nl, a)
     out = string.char(0x11) .. from_int(level) .. from_int(f) .. put64(th, tl)
   end
   local rem, reset = outcome(level)
+  if reset == nil then return nil end
   return true, out, rem, 0, reset, reset
 end
 
