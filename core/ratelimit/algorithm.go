@@ -24,6 +24,7 @@ type Algorithm interface {
 	// Decide takes cost units at time now (Unix nanoseconds from the
 	// store's clock) from state (nil or empty when the key has none).
 	// It appends the new state to dst[:0] and returns it with the outcome.
+	// dst must not overlap state: stores pass separate buffers.
 	//
 	// Rules every implementation follows:
 	//   - cost 0 is a peek: Allowed reports whether one unit would pass,
@@ -90,7 +91,9 @@ type Refunder interface {
 
 // Charger is an optional Algorithm capability: record amount units consumed
 // elsewhere (another node of a gossip cluster) unconditionally. The state
-// may go into debt, so the long-run admitted rate stays exact.
+// may go into debt, so the long-run admitted rate stays exact. The Outcome
+// describes the state after the charge as a peek would: Allowed when one
+// more unit would pass, RetryAfter until then, Remaining 0 while in debt.
 type Charger interface {
 	Charge(state []byte, now int64, limit Limit, amount int64, dst []byte) (Outcome, []byte, error)
 }
