@@ -169,4 +169,3 @@ func caughtUp(nodes []*Node, own map[string]map[string]uint64) string {
 	}
 	return ""
 }
-

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -47,5 +48,110 @@ func TestUnsupported(t *testing.T) {
 	_, err = nodes[0].Apply(ctx, ratelimit.Check{Key: "k", Algorithm: tokenbucket.New(), Limit: lim, Cost: 1, Op: ratelimit.OpRefund})
 	if !errors.Is(err, ratelimit.ErrUnsupported) {
 		t.Fatalf("refund: err %v, want ErrUnsupported", err)
+	}
+}
+
+func TestMembershipLeaveAndCrash(t *testing.T) {
+	nodes := startCluster(t, 4, func(_ int, c *Config) { c.FailedHold = time.Second })
+	// A graceful leave: the others drop it from N_ref at once.
+	if err := nodes[3].Leave(time.Second); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	if err := nodes[3].Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	waitFor(t, 5*time.Second, func() string {
+		for _, n := range nodes[:3] {
+			if st := n.Stats(); st.Members != 3 || st.RefMembers != 3 {
+				return fmt.Sprintf("%s after leave: %+v", n.Name(), st)
+			}
+		}
+		return ""
+	})
+	// A crash: the others hold it in N_ref for FailedHold, then reclaim.
+	if err := nodes[2].Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := nodes[2].Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	waitFor(t, 10*time.Second, func() string {
+		for _, n := range nodes[:2] {
+			if st := n.Stats(); st.Members != 2 || st.RefMembers != 3 {
+				return fmt.Sprintf("%s after crash: %+v", n.Name(), st)
+			}
+		}
+		return ""
+	})
+	waitFor(t, 3*time.Second, func() string {
+		for _, n := range nodes[:2] {
+			if st := n.Stats(); st.RefMembers != 2 {
+				return fmt.Sprintf("%s after FailedHold: %+v", n.Name(), st)
+			}
+		}
+		return ""
+	})
+	if _, err := nodes[2].Apply(context.Background(), ratelimit.Check{Key: "k", Algorithm: tokenbucket.New(), Limit: ratelimit.PerSecond(1), Cost: 1}); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Fatalf("apply after close: %v, want ErrClosed", err)
+	}
+}
+
+func TestLateJoinerHasCountersBeforeServing(t *testing.T) {
+	nodes := startCluster(t, 2, nil)
+	lim := ratelimit.Limit{Count: 1, Period: time.Hour, Burst: 50}
+	c := ratelimit.Check{Namespace: "late", Key: newKey(t), Algorithm: tokenbucket.New(), Limit: lim, Cost: 1}
+	// The startup allowance may refuse some of these; count what passed.
+	var admitted int64
+	for i := range 35 {
+		if take(t, nodes[i/30], c).Allowed {
+			admitted++
+		}
+	}
+	want := lim.Burst - admitted
+	peek := c
+	peek.Cost = 0
+	waitFor(t, 3*time.Second, func() string {
+		if o := take(t, nodes[1], peek); o.Remaining != want {
+			return fmt.Sprintf("node 1 remaining %d, want %d", o.Remaining, want)
+		}
+		return ""
+	})
+	late, err := startNode(t, 2, nodes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No waiting: New returns after the join's push/pull was merged.
+	if o := take(t, late, peek); o.Remaining != want {
+		t.Fatalf("late joiner's first peek: remaining %d, want %d", o.Remaining, want)
+	}
+}
+
+func TestStartupAllowance(t *testing.T) {
+	clk := &fakeClock{}
+	clk.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	// A 10 s sync interval keeps the allowance (two ticks) in force.
+	nodes := startCluster(t, 3, func(_ int, c *Config) { c.Clock = clk; c.SyncInterval = 10 * time.Second })
+	lim := ratelimit.Limit{Count: 100, Period: time.Second, Burst: 100}
+	c := ratelimit.Check{Namespace: "cold", Key: newKey(t), Algorithm: tokenbucket.New(), Limit: lim, Cost: 1}
+	allowed := 0
+	for range 100 {
+		if take(t, nodes[0], c).Allowed {
+			allowed++
+		}
+	}
+	// ceil(B/N) = 34: the three nodes together admit at most B + 2.
+	if allowed != 34 {
+		t.Fatalf("a key never heard of admitted %d at once, want ceil(100/3) = 34", allowed)
+	}
+	// Its refill share grows with time: 300 ms adds r·0.3/3 = 10.
+	clk.ns.Add(int64(300 * time.Millisecond))
+	more := 0
+	for range 100 {
+		if take(t, nodes[0], c).Allowed {
+			more++
+		}
+	}
+	if more != 10 {
+		t.Fatalf("300 ms later the allowance admitted %d more, want 10", more)
 	}
 }
