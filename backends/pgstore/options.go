@@ -151,8 +151,9 @@ func WithSweepBatch(n int) Option {
 
 // WithSweeper starts a background goroutine that calls Sweep every
 // interval until Close; 0 (the default) starts none. Each background
-// sweep runs with a deadline of one interval. Close stops the goroutine
-// and waits for it.
+// sweep is bounded by the default timeout (WithDefaultTimeout); ticks that
+// pass during a sweep are skipped. Close stops the goroutine and waits for
+// it.
 func WithSweeper(interval time.Duration) Option {
 	return optionFunc(func(c *config) { c.sweepInterval = interval })
 }

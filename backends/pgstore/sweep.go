@@ -112,9 +112,7 @@ func (s *Store) startSweeper() {
 				return
 			case <-tick.C:
 			}
-			sctx, scancel := context.WithTimeout(ctx, s.cfg.sweepInterval)
-			_, err := s.sweep(sctx)
-			scancel()
+			_, err := s.sweep(ctx) // bounded by the default timeout
 			if err != nil && ctx.Err() == nil && s.cfg.sweepErr != nil {
 				s.cfg.sweepErr(err)
 			}

@@ -118,15 +118,22 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 	return true, nil
 }
 
-// readPhase sends, in one round trip: a short transaction seeding missing
-// rows, then BEGIN, the timeouts, SELECT … FOR UPDATE of every key in
-// sorted order and clock_timestamp(), read after every lock is held. It
+// readPhase sends, in one round trip: BEGIN, the timeouts, INSERT … ON
+// CONFLICT DO NOTHING of every key (seeding missing rows before any lock
+// is requested), SELECT … FOR UPDATE of every key, and clock_timestamp(),
+// read after every lock is held. Keys are in sorted order throughout. It
 // leaves the transaction open and returns the server's time in Unix
 // nanoseconds.
 //
-// Nothing here changes limiter state: the locking transaction can only
-// commit when the write phase sends COMMIT. So every failure of this phase,
-// a lost reply or a client-side timeout included, means "not applied".
+// Seeding inside the transaction is safe under READ COMMITTED: an INSERT
+// that meets a concurrent caller's uncommitted seed waits for it and then
+// does nothing, and the SELECT that follows takes a new snapshot that sees
+// the committed row. Because every caller seeds and locks in the same
+// sorted order, seeds cannot deadlock with locks either.
+//
+// Nothing here changes limiter state: the transaction can only commit when
+// the write phase sends COMMIT. So every failure of this phase, a lost
+// reply or a client-side timeout included, means "not applied".
 func (s *Store) readPhase(ctx context.Context, conn *pgx.Conn, keys []keyState) (int64, error) {
 	t, err := s.timeouts(ctx)
 	if err != nil {
@@ -138,9 +145,6 @@ func (s *Store) readPhase(ctx context.Context, conn *pgx.Conn, keys []keyState) 
 	for i := range keys {
 		b.Queue(s.q.seed, keys[i].ns, keys[i].key, keys[i].alg)
 	}
-	b.Queue("COMMIT")
-	b.Queue("BEGIN")
-	b.Queue(s.q.setTimeouts, t.lock, t.statement, t.idle)
 	for i := range keys {
 		b.Queue(s.q.lock, keys[i].ns, keys[i].key)
 	}
@@ -150,7 +154,7 @@ func (s *Store) readPhase(ctx context.Context, conn *pgx.Conn, keys []keyState) 
 	vanished := false
 	br := conn.SendBatch(ctx, b)
 	err = func() error {
-		for range 2 + len(keys) + 3 {
+		for range 2 + len(keys) {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
