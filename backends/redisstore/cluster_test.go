@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/conformance/storetest"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -129,4 +131,48 @@ func TestClusterStoretest(t *testing.T) {
 		}
 		return st
 	}})
+}
+
+// TestClusterLostReplyNoDoubleSpend drops a script's reply between a
+// ClusterClient (default MaxRedirects, which also governs its retries)
+// and a one-node cluster: ErrUnknownOutcome and exactly one spend.
+func TestClusterLostReplyNoDoubleSpend(t *testing.T) {
+	srv, _ := startCluster(t)
+	proxy := newDropProxy(t, srv.addr())
+	viaProxy := redis.NewClusterClient(&redis.ClusterOptions{
+		ContextTimeoutEnabled: true,
+		ReadTimeout:           2 * time.Second,
+		// Route every slot through the proxy instead of the address the
+		// node announces.
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+			return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: proxy.addr()}}}}, nil
+		},
+	})
+	t.Cleanup(func() { _ = viaProxy.Close() })
+	prefix := randomPrefix(t)
+	st, err := redisstore.New(viaProxy, redisstore.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := redisstore.New(newClusterClient(t, srv.addr()), redisstore.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(10), Cost: 1}
+	if o, err := st.Apply(t.Context(), check); err != nil || o.Remaining != 9 {
+		t.Fatalf("warm-up: %+v %v", o, err)
+	}
+	proxy.armed.Store(true)
+	if _, err := st.Apply(t.Context(), check); !errors.Is(err, ratelimit.ErrUnknownOutcome) {
+		t.Fatalf("lost reply: %v, want ErrUnknownOutcome", err)
+	}
+	peek := check
+	peek.Cost = 0
+	o, err := direct.Apply(t.Context(), peek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Remaining != 8 {
+		t.Fatalf("remaining %d after one lost reply, want 8: the script ran %d times", o.Remaining, 9-o.Remaining)
+	}
 }
