@@ -82,7 +82,7 @@ func (s *suite) compositeAllOrNothing(t *testing.T, alg ratelimit.Algorithm) {
 	wide.Limit, tight.Limit = frozen(100), frozen(30)
 	raceStores := s.stores(t, contentionStores)
 	lo, hi := s.bound(tight.Limit, contentionStores, 30)
-	allowed, errs := race(t, raceStores, 32, 4, func(st ratelimit.Store) (bool, error) {
+	allowed, errs := race(t, raceStores, 32, 4, func(_ int, st ratelimit.Store) (bool, error) {
 		ok, _, err := applyAll(t, st, []ratelimit.Check{wide, tight})
 		return ok, err
 	})
@@ -132,12 +132,12 @@ func (s *suite) compositeOpposite(t *testing.T, alg ratelimit.Algorithm) {
 	sts := s.stores(t, contentionStores)
 	a := ratelimit.Check{Key: newKey(t, r, "a"), Algorithm: alg, Limit: frozen(40), Cost: 1}
 	b := ratelimit.Check{Key: newKey(t, r, "b"), Algorithm: alg, Limit: frozen(40), Cost: 1}
-	// Clients 0 and 2 name b first, clients 1 and 3 name a first. Each
-	// call is bounded by the suite's per-call timeout, so a deadlock shows
-	// up as failed calls rather than a hung test.
-	allowed, errs := race(t, sts, 16, 8, func(st ratelimit.Store) (bool, error) {
+	// Even goroutines name b first, odd ones a first. Each call is
+	// bounded by the suite's per-call timeout, so a deadlock shows up as
+	// failed calls rather than a hung test.
+	allowed, errs := race(t, sts, 16, 8, func(g int, st ratelimit.Store) (bool, error) {
 		order := []ratelimit.Check{a, b}
-		if st == sts[0] || st == sts[2] {
+		if g%2 == 0 {
 			order = []ratelimit.Check{b, a}
 		}
 		ok, _, err := applyAll(t, st, order)

@@ -42,7 +42,7 @@ func (s *suite) testContention(t *testing.T) {
 		lo, hi := s.bound(l, contentionStores, contentionBurst)
 		for round := range contentionRounds {
 			c := ratelimit.Check{Key: newKey(t, r, fmt.Sprintf("hot%d", round)), Algorithm: alg, Limit: l, Cost: 1}
-			allowed, errs := race(t, sts, contentionCallers, contentionCalls, func(st ratelimit.Store) (bool, error) {
+			allowed, errs := race(t, sts, contentionCallers, contentionCalls, func(_ int, st ratelimit.Store) (bool, error) {
 				o, err := apply(t, st, c)
 				return o.Allowed, err
 			})
@@ -68,10 +68,11 @@ func window(lo, hi int64) string {
 	return fmt.Sprintf("between %d and %d", lo, hi)
 }
 
-// race runs callers goroutines, each making calls calls of fn on the store
-// chosen round-robin, all released at once. It returns how many calls were
+// race runs callers goroutines, each making calls calls of fn with its
+// index g on the store chosen round-robin (sts[g%len(sts)]), all released
+// at once. It returns how many calls were
 // allowed and how many failed, logging the first failure.
-func race(t *testing.T, sts []ratelimit.Store, callers, calls int, fn func(ratelimit.Store) (bool, error)) (allowed int64, errs int64) {
+func race(t *testing.T, sts []ratelimit.Store, callers, calls int, fn func(g int, st ratelimit.Store) (bool, error)) (allowed int64, errs int64) {
 	t.Helper()
 	var (
 		wg       sync.WaitGroup
@@ -85,7 +86,7 @@ func race(t *testing.T, sts []ratelimit.Store, callers, calls int, fn func(ratel
 		wg.Go(func() {
 			<-start
 			for range calls {
-				ok, err := fn(st)
+				ok, err := fn(g, st)
 				if err != nil {
 					nErrs.Add(1)
 					first.Do(func() { t.Logf("first error under contention: %v", err) })
