@@ -162,7 +162,16 @@ func (m *MemoryStore) Apply(ctx context.Context, c Check) (Outcome, error) {
 	now := m.clock.Now()
 	slot, found := sh.index[c.Key]
 	sh.in = sh.loadSlot(slot, found, now, sh.in[:0])
-	o, out, err := Evaluate(c.Algorithm, c.Op, sh.in, now, c.Limit, c.Cost, c.MaxWait, sh.out[:0])
+	var (
+		o   Outcome
+		out []byte
+		err error
+	)
+	if c.Op == OpTake { // the hot path, without Evaluate's dispatch
+		o, out, err = c.Algorithm.Decide(sh.in, now, c.Limit, c.Cost, sh.out[:0])
+	} else {
+		o, out, err = Evaluate(c.Algorithm, c.Op, sh.in, now, c.Limit, c.Cost, c.MaxWait, sh.out[:0])
+	}
 	sh.out = out[:0]
 	if err == nil && o.Changed {
 		sh.storeSlot(c.Key, slot, found, now, o, out)
