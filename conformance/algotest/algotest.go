@@ -115,6 +115,7 @@ type step struct {
 	cost int64
 }
 
+// String renders the step for failure messages.
 func (s step) String() string { return fmt.Sprintf("cost %d at %d", s.cost, s.now) }
 
 // base is the first instant of generated sequences: a recent date, far

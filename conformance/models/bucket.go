@@ -34,6 +34,7 @@ func (k *tokenKey) at(t int64) *big.Rat {
 	return minRat(b, add(k.tokens, mul(ri(t-k.last), rate(k.l))))
 }
 
+// Decide implements Key.
 func (k *tokenKey) Decide(now, cost int64) Result {
 	now = clampNow(now)
 	t := now
@@ -81,6 +82,7 @@ type gcraKey struct {
 	empty *big.Rat // S in nanoseconds; nil: full, never changed
 }
 
+// Decide implements Key.
 func (k *gcraKey) Decide(now, cost int64) Result {
 	now = clampNow(now)
 	b := ri(k.l.Burst)
@@ -127,6 +129,7 @@ type leakyKey struct {
 	used  bool // changed at least once
 }
 
+// Decide implements Key.
 func (k *leakyKey) Decide(now, cost int64) Result {
 	now = clampNow(now)
 	t := now

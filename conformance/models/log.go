@@ -44,6 +44,7 @@ func (k *logKey) counting(t *big.Int) int64 {
 	return n
 }
 
+// Decide implements Key.
 func (k *logKey) Decide(now, cost int64) Result {
 	now = clampNow(now)
 	t := now

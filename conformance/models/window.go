@@ -44,6 +44,7 @@ type fixedKey struct {
 	lastWin int64 // window of the last change
 }
 
+// Decide implements Key.
 func (k *fixedKey) Decide(now, cost int64) Result {
 	now = clampNow(now)
 	p := int64(k.l.Period)
@@ -111,6 +112,7 @@ func (k *slidingKey) estimate(t *big.Int) *big.Int {
 	return new(big.Int).Add(cur, ceil(weighted))
 }
 
+// Decide implements Key.
 func (k *slidingKey) Decide(now, cost int64) Result {
 	now = clampNow(now)
 	p := int64(k.l.Period)
