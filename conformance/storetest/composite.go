@@ -37,7 +37,7 @@ func (s *suite) testComposite(t *testing.T) {
 func (s *suite) compositeAllOrNothing(t *testing.T, alg ratelimit.Algorithm) {
 	r := s.rng()
 	s.startClock()
-	sts := s.stores(t, 2)
+	sts := s.clients(t, 2)
 	wide := ratelimit.Check{Namespace: "wide", Key: newKey(t, r, "a"), Algorithm: alg, Limit: frozen(10), Cost: 1}
 	tight := ratelimit.Check{Namespace: "tight", Key: newKey(t, r, "b"), Algorithm: alg, Limit: frozen(3), Cost: 1}
 	checks := []ratelimit.Check{wide, tight}

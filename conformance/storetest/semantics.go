@@ -53,7 +53,7 @@ func (s *suite) testIsolation(t *testing.T) {
 		s.forEachAlg(t, func(t *testing.T, alg ratelimit.Algorithm) {
 			r := s.rng()
 			s.startClock()
-			sts := s.stores(t, 2)
+			sts := s.clients(t, 2)
 			prefix := newKey(t, r, "iso")
 			keys := make([]string, 0, len(oddKeySuffixes)+4)
 			for _, suf := range oddKeySuffixes {
@@ -68,7 +68,7 @@ func (s *suite) testIsolation(t *testing.T) {
 		s.forEachAlg(t, func(t *testing.T, alg ratelimit.Algorithm) {
 			r := s.rng()
 			s.startClock()
-			sts := s.stores(t, 2)
+			sts := s.clients(t, 2)
 			k := newKey(t, r, "ns")
 			pairs := [][2]string{
 				{"", k}, {"a", k}, {"A", k}, {"a:", k}, {"a", ":" + k}, {"a:b", k}, {"a", "b:" + k},
@@ -110,7 +110,7 @@ func (s *suite) testPeek(t *testing.T) {
 	s.forEachAlg(t, func(t *testing.T, alg ratelimit.Algorithm) {
 		r := s.rng()
 		s.startClock()
-		sts := s.stores(t, 2)
+		sts := s.clients(t, 2)
 		c := ratelimit.Check{Key: newKey(t, r, "peek"), Algorithm: alg, Limit: frozen(5)}
 		if o := mustApply(t, sts[0], c); !o.Allowed || o.Remaining != 5 {
 			t.Fatalf("peek at a fresh key: %+v, want allowed with 5 remaining", o)
@@ -142,7 +142,7 @@ func (s *suite) testReset(t *testing.T) {
 	s.forEachAlg(t, func(t *testing.T, alg ratelimit.Algorithm) {
 		r := s.rng()
 		s.startClock()
-		sts := s.stores(t, 2)
+		sts := s.clients(t, 2)
 		c := ratelimit.Check{Namespace: "reset", Key: newKey(t, r, "reset\x00{x}"), Algorithm: alg, Limit: frozen(4), Cost: 4}
 		other := c
 		other.Namespace = "reset-other"

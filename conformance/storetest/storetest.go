@@ -48,9 +48,11 @@ type Harness struct {
 	// gossip cluster whose nodes decide locally): it returns how far the
 	// number of units admitted under limit may stray from the exact count
 	// when the suite spreads calls over stores instances at once. The
-	// exactness checks (agreement with the algorithm and linearizability)
-	// are then skipped and contention is checked against the bound. Exact
-	// stores leave it nil.
+	// cross-client exactness checks (agreement with the algorithm and
+	// linearizability) are then skipped, contention is checked against
+	// the bound, and the single-key checks (composites, isolation, peek,
+	// reset, TTL) use one client, which must then be exact for keys only
+	// it has used. Exact stores leave it nil.
 	Approximate func(limit ratelimit.Limit, stores int) Bound
 
 	// Seed seeds the suite's random choices; 0 picks a random seed. The
@@ -166,6 +168,22 @@ func (s *suite) stores(t *testing.T, n int) []ratelimit.Store {
 				t.Errorf("Close: %v", err)
 			}
 		})
+		out[i] = st
+	}
+	return out
+}
+
+// clients returns n clients for a check of one key's semantics: n
+// independent stores for an exact store, and one store n times for an
+// approximate one, whose clients may disagree until they synchronise.
+func (s *suite) clients(t *testing.T, n int) []ratelimit.Store {
+	t.Helper()
+	if s.h.Approximate == nil {
+		return s.stores(t, n)
+	}
+	st := s.stores(t, 1)[0]
+	out := make([]ratelimit.Store, n)
+	for i := range out {
 		out[i] = st
 	}
 	return out

@@ -85,3 +85,14 @@ func TestMemoryStore(t *testing.T) {
 func TestMemoryStoreWallClock(t *testing.T) {
 	storetest.Run(t, memoryHarness(t, nil))
 }
+
+// TestMemoryStoreApproximate runs the suite's approximate mode, as a gossip
+// cluster would declare it, on the exact embedded store: an exact store
+// is within any bound.
+func TestMemoryStoreApproximate(t *testing.T) {
+	h := memoryHarness(t, storetest.NewClock(time.Unix(0, 0)))
+	h.Approximate = func(l ratelimit.Limit, stores int) storetest.Bound {
+		return storetest.Bound{Under: 1, Over: int64(stores)}
+	}
+	storetest.Run(t, h)
+}
