@@ -259,6 +259,61 @@ func TestIdleInTransactionBackstop(t *testing.T) {
 	}
 }
 
+// TestRowDeletedWhileWaitingIsRetried: the row a caller waits to lock is
+// deleted by the lock holder (as the sweeper does with an expired row), so
+// the caller's SELECT … FOR UPDATE finds nothing after its seed found the
+// row. The transaction is retried, seeds a fresh row and decides on it.
+func TestRowDeletedWhileWaitingIsRetried(t *testing.T) {
+	s, pool := newStore(t)
+	key := randomName("gone-")
+	if _, err := s.Apply(t.Context(), take(key, 5, 4)); err != nil {
+		t.Fatal(err)
+	}
+	waiting := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = "pgstore-gone-test" })
+	ws := newStoreOn(t, waiting, WithTable(s.cfg.table))
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
+	var one int
+	if err := tx.QueryRow(t.Context(), "SELECT 1 FROM "+s.Table()+" WHERE key = $1 FOR UPDATE", []byte(key)).Scan(&one); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		o   ratelimit.Outcome
+		err error
+	}
+	results := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		o, err := ws.Apply(ctx, take(key, 5, 1))
+		results <- result{o, err}
+	}()
+	waitFor(t, 5*time.Second, "caller waiting on the row lock", func() bool {
+		var n int
+		err := pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgstore-gone-test' AND wait_event_type = 'Lock'").Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+	if _, err := tx.Exec(t.Context(), "DELETE FROM "+s.Table()+" WHERE key = $1", []byte(key)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-results
+	if r.err != nil || !r.o.Allowed || r.o.Remaining != 4 {
+		t.Fatalf("Apply on a row deleted while waiting = %+v, %v; want allowed on a fresh key (4 remaining)", r.o, r.err)
+	}
+	if n := rowCount(t, pool, s, key); n != 1 {
+		t.Fatalf("%d rows for the key, want 1", n)
+	}
+}
+
 // TestLockTimeoutBeatsDeadline: a row locked elsewhere makes the server
 // give up (lock_timeout, 55P03) before the caller's deadline, which is
 // reported as ErrUnavailable: the transaction rolled back.

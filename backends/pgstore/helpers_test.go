@@ -67,12 +67,10 @@ func (windowAlg) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, 
 	return ratelimit.Outcome{Allowed: true, Changed: true, Remaining: l.Burst - used, ResetAfter: left, TTL: left}, out, nil
 }
 
-// Limits used by the tests: no refill while a test runs.
-var (
-	hourly = func(burst int64) ratelimit.Limit {
-		return ratelimit.Limit{Count: burst, Period: time.Hour, Burst: burst}
-	}
-)
+// hourly is a limit of burst units per hour: no refill while a test runs.
+func hourly(burst int64) ratelimit.Limit {
+	return ratelimit.Limit{Count: burst, Period: time.Hour, Burst: burst}
+}
 
 // randomName returns prefix followed by 12 random hex digits.
 func randomName(prefix string) string {

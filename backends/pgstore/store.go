@@ -40,7 +40,7 @@ const seedGrace = "1 minute"
 
 // errVanished reports a seeded row that was swept before it was locked; the
 // transaction is retried.
-var errVanished = errors.New("pgstore: row deleted between seeding and locking")
+var errVanished = errors.New("row deleted between seeding and locking")
 
 // Store is a ratelimit.Store that keeps one row of state per
 // (namespace, key) in a PostgreSQL table and applies every check in one
@@ -81,7 +81,7 @@ type queries struct {
 // yourself) before the first decision. Errors wrap
 // ratelimit.ErrInvalidOption.
 func New(pool Pool, opts ...Option) (*Store, error) {
-	if pool == nil {
+	if p, ok := pool.(*pgxpool.Pool); pool == nil || ok && p == nil {
 		return nil, fmt.Errorf("%w: pgstore: nil pool", ratelimit.ErrInvalidOption)
 	}
 	cfg := defaultConfig()

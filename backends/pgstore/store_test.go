@@ -44,6 +44,9 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, ratelimit.ErrInvalidOption) {
 		t.Fatalf("New(nil) = %v, want ErrInvalidOption", err)
 	}
+	if _, err := New((*pgxpool.Pool)(nil)); !errors.Is(err, ratelimit.ErrInvalidOption) {
+		t.Fatalf("New of a nil *pgxpool.Pool = %v, want ErrInvalidOption", err)
+	}
 	s, err := New(pool, WithSchema("Limits"), WithTable("rl_2"))
 	if err != nil {
 		t.Fatal(err)
