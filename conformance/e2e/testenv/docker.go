@@ -16,6 +16,8 @@ import (
 var (
 	dockerOnce sync.Once
 	dockerErr  error
+	// dockerCheck is dockerAvailable; tests replace it.
+	dockerCheck = dockerAvailable
 )
 
 // dockerAvailable reports whether a Docker engine answers, checking once

@@ -37,7 +37,7 @@ func launchRedis(ctx context.Context) (*Server, error) {
 // container failure is returned rather than hidden by the fallback.
 func firstOf(ctx context.Context, kind string, viaContainer, viaProcess func(context.Context) (*Server, error)) (*Server, error) {
 	var why []string
-	if err := dockerAvailable(); err == nil {
+	if err := dockerCheck(); err == nil {
 		srv, err := viaContainer(ctx)
 		if err == nil {
 			return srv, nil
