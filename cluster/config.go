@@ -134,8 +134,8 @@ func DefaultLANConfig() Config {
 
 // DefaultLocalConfig returns a Config for nodes on one machine (tests,
 // examples): loopback, a free port, memberlist's local timings with a
-// 300 ms probe interval and a suspicion of 0.9–1.8 s (a failed node is
-// detected in about 1–3 s), a 25 ms sync interval, push/pull every second, failed
+// 400 ms probe interval and a suspicion of 1.2–3.6 s (a failed node is
+// detected in about 1.5–4 s), a 25 ms sync interval, push/pull every second, failed
 // members held for 10 s and reconnected to every 500 ms for a minute.
 // Set Name to something unique per node.
 func DefaultLocalConfig() Config {
@@ -143,10 +143,10 @@ func DefaultLocalConfig() Config {
 	ml.EnableCompression = false
 	// Loopback answers in microseconds: probe often and suspect briefly,
 	// so a failed node is detected in well under a second.
-	ml.ProbeInterval = 300 * time.Millisecond
-	ml.ProbeTimeout = 200 * time.Millisecond
+	ml.ProbeInterval = 400 * time.Millisecond
+	ml.ProbeTimeout = 300 * time.Millisecond
 	ml.SuspicionMult = 3
-	ml.SuspicionMaxTimeoutMult = 2
+	ml.SuspicionMaxTimeoutMult = 3
 	ml.GossipInterval = 50 * time.Millisecond
 	return Config{
 		Name:              "",

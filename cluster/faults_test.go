@@ -72,23 +72,23 @@ func faultCases() []*driftCase {
 	}
 }
 
-// partitionCase cuts {0,1} from {2,3,4} from 0.2·T to 0.8·T (from 20 s to
-// 40 s in the 60 s soak). Failed members are held in N_ref for longer
-// than the partition, so each side refills at r·|side|/5 once it has
-// detected the cut. Until detection (F, about 2 s with DefaultLocalConfig)
-// both sides admit the full rate: the documented partition excess is
-// (p−1)·r·F.
+// partitionCase runs for 15 s (60 s in the soak) and cuts {0,1} from
+// {2,3,4} from 3 s to 12 s (from 20 s to 40 s in the soak). Failed members
+// are held in N_ref for longer than the partition, so each side refills at
+// r·|side|/5 once it has detected the cut. Until detection (F, about 1.5–4
+// s with DefaultLocalConfig) both sides admit the full rate: the
+// documented partition excess is (p−1)·r·F.
 func partitionCase() *driftCase {
 	cutAt := func(d time.Duration) (time.Duration, time.Duration) {
 		if d >= 60*time.Second {
 			return 20 * time.Second, 40 * time.Second
 		}
-		return d * 2 / 10, d * 8 / 10
+		return 3 * time.Second, 12 * time.Second
 	}
-	const detect = 3 * time.Second // F, generous for a loaded machine
+	const detect = 5 * time.Second // F, generous for a loaded machine
 	sides := [2][]int{{0, 1}, {2, 3, 4}}
 	return &driftCase{
-		name: "partition", size: 5, load: uniform, alg: tokenbucket.New(),
+		name: "partition", size: 5, load: uniform, alg: tokenbucket.New(), d: max(driftDuration(), 15*time.Second),
 		mut: func(t *testing.T, cl *testCluster) func(int, *Config) {
 			ts, mut := withDropTransports(t, 5)
 			cl.transports = ts

@@ -5,11 +5,13 @@ go 1.26.0
 require (
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/sluicehq/sluice/algorithms v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/conformance v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/core v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
@@ -26,5 +28,6 @@ require (
 
 replace (
 	github.com/sluicehq/sluice/algorithms => ../algorithms
+	github.com/sluicehq/sluice/conformance => ../conformance
 	github.com/sluicehq/sluice/core => ../core
 )

@@ -8,7 +8,9 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +52,7 @@ type Node struct {
 	log   *slog.Logger
 	seed  maphash.Seed
 	name  string
+	addr  string // advertised host:port
 
 	shards [shardCount]shard
 
@@ -57,8 +60,12 @@ type Node struct {
 
 	algs sync.Map // algorithm name → ratelimit.Algorithm
 
-	memMu   sync.Mutex
-	members map[string]bool  // live member names, this node included
+	memMu sync.Mutex
+	// members holds copies of the live members' memberlist.Node, this
+	// node included, taken in NotifyJoin under memberlist's lock: the
+	// pointers memberlist.Members returns are updated without a lock
+	// memberlist shares.
+	members map[string]memberlist.Node
 	failed  map[string]int64 // failed (not left) members → wall time of failure
 	lost    map[string]lostMember
 	left    map[string]int64 // members that announced a graceful leave → wall time
@@ -120,9 +127,10 @@ type record struct {
 	taken     int64
 	youngTick uint64
 
-	inc   uint64 // incarnation of this node's own counter for the key
-	own   uint64 // units this node admitted in incarnation inc
-	dirty bool
+	inc      uint64 // incarnation of this node's own counter for the key
+	own      uint64 // units this node admitted in incarnation inc
+	refunded uint64 // units of own it gave back (OpRefund), ≤ own
+	dirty    bool
 
 	comps   map[string]*comp // other origins' components
 	phantom float64          // fractional partition charge carried over
@@ -133,8 +141,8 @@ type record struct {
 }
 
 type comp struct {
-	inc, count uint64
-	at         int64 // clock time of the last accepted increase; 0 before any
+	inc, count, refunded uint64
+	at                   int64 // clock time of the last accepted increase; 0 before any
 	// credit is what was charged as this origin's partition share while
 	// it was invisible and not yet matched by its real consumption.
 	credit int64
@@ -155,7 +163,7 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		seed:    maphash.MakeSeed(),
 		name:    cfg.Name,
-		members: map[string]bool{cfg.Name: true},
+		members: map[string]memberlist.Node{cfg.Name: {Name: cfg.Name}},
 		failed:  map[string]int64{},
 		lost:    map[string]lostMember{},
 		left:    map[string]int64{},
@@ -212,6 +220,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("%w: cluster: start memberlist: %v", ratelimit.ErrUnavailable, err)
 	}
 	n.ml = ml
+	ln := ml.LocalNode()
+	n.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	n.lastTick = n.clock.Now()
 	n.wg.Add(3)
 	go n.mergeLoop()
@@ -259,8 +269,7 @@ func (n *Node) Name() string { return n.name }
 // Addr returns the "host:port" address peers reach this node at, the
 // value to pass as a seed to other nodes.
 func (n *Node) Addr() string {
-	ln := n.ml.LocalNode()
-	return ln.Address()
+	return n.addr
 }
 
 // Members returns the names of the live members, this node included, in
@@ -333,20 +342,17 @@ func (n *Node) begin(ctx context.Context) error {
 }
 
 // supported reports whether the cluster can apply c: its algorithm must
-// be a Charger, and refunds cannot be undone on the other members.
+// be a Charger.
 func supported(c *ratelimit.Check) error {
 	if _, ok := c.Algorithm.(ratelimit.Charger); !ok {
 		return fmt.Errorf("%w: cluster: algorithm %s cannot charge consumption seen elsewhere", ratelimit.ErrUnsupported, c.Algorithm.Name())
-	}
-	if c.Op == ratelimit.OpRefund {
-		return fmt.Errorf("%w: cluster: refunds cannot be retracted from the other members' counters", ratelimit.ErrUnsupported)
 	}
 	return nil
 }
 
 // Apply applies c on this node at once, from its local copy of the key.
 // See ratelimit.Store. It returns ErrUnsupported for algorithms that are
-// not a ratelimit.Charger and for OpRefund.
+// not a ratelimit.Charger, and for operations the algorithm lacks.
 func (n *Node) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
 	if err := n.begin(ctx); err != nil {
 		return ratelimit.Outcome{}, err
@@ -478,7 +484,8 @@ func satAdd(a, b int64) int64 {
 
 // evaluate applies c to state without changing rec. pending is units
 // taken by earlier checks of the same composite. It returns the outcome,
-// the new state (in dst) and the units this node consumed.
+// the new state (in dst) and the units this node consumed (negative for a
+// refund).
 func (n *Node) evaluate(rec *record, c *ratelimit.Check, now int64, state []byte, pending int64, dst []byte) (ratelimit.Outcome, []byte, int64, error) {
 	taking := (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && c.Cost > 0
 	if taking && rec.allowN > 1 && c.Cost <= c.Limit.Burst {
@@ -502,8 +509,11 @@ func (n *Node) evaluate(rec *record, c *ratelimit.Check, now int64, state []byte
 		return o, out, 0, err
 	}
 	var used int64
-	if (taking && o.Allowed) || c.Op == ratelimit.OpCharge {
+	switch {
+	case (taking && o.Allowed) || c.Op == ratelimit.OpCharge:
 		used = c.Cost
+	case c.Op == ratelimit.OpRefund:
+		used = -c.Cost
 	}
 	return o, out, used, nil
 }
@@ -517,14 +527,25 @@ func allowance(rec *record, l ratelimit.Limit, now int64) int64 {
 	return (total + rec.allowN - 1) / rec.allowN
 }
 
-// consumed records units this node admitted for rec, to be sent at the
-// next sync.
+// consumed records units this node admitted for rec (refunded, when
+// used is negative), to be sent at the next sync.
 func (n *Node) consumed(sh *shard, rec *record, used int64) {
-	if used <= 0 {
+	switch {
+	case used > 0:
+		rec.own += uint64(used)
+		rec.taken += used
+	case used < 0:
+		// Never refund more than was taken, so the counters a peer
+		// receives always satisfy refunded ≤ taken.
+		back := min(uint64(-used), rec.own-rec.refunded)
+		if back == 0 {
+			return
+		}
+		rec.refunded += back
+		rec.taken = max(rec.taken-int64(back), 0)
+	default:
 		return
 	}
-	rec.own += uint64(used)
-	rec.taken += used
 	if !rec.dirty {
 		rec.dirty = true
 		sh.dirty = append(sh.dirty, rec)
@@ -660,14 +681,11 @@ func (n *Node) Reset(ctx context.Context, namespace, key string) error {
 	}
 	n.resetLocal(namespace, key)
 	msg := encodeReset(namespace, key)
-	for _, m := range n.ml.Members() {
-		if m.Name == n.name {
-			continue
-		}
+	for _, m := range n.peers() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("cluster: reset sent to some members only: %w", err)
 		}
-		if err := n.ml.SendBestEffort(m, msg); err != nil {
+		if err := n.ml.SendBestEffort(&m, msg); err != nil {
 			n.log.Warn("cluster: reset not sent", "member", m.Name, "err", err)
 		}
 	}
@@ -695,11 +713,9 @@ func (n *Node) Leave(timeout time.Duration) error {
 	// Tell the members first, so that they reclaim this node's share at
 	// once instead of holding it as a failed member's.
 	msg := encodeLeave(n.name)
-	for _, m := range n.ml.Members() {
-		if m.Name != n.name {
-			if err := n.ml.SendReliable(m, msg); err != nil {
-				n.log.Debug("cluster: leave notice not sent", "member", m.Name, "err", err)
-			}
+	for _, m := range n.peers() {
+		if err := n.ml.SendReliable(&m, msg); err != nil {
+			n.log.Debug("cluster: leave notice not sent", "member", m.Name, "err", err)
 		}
 	}
 	if err := n.ml.Leave(timeout); err != nil {
@@ -735,6 +751,19 @@ func (n *Node) visibility() (live, ref int) {
 		}
 	}
 	return len(n.members), len(n.members) + len(n.failed)
+}
+
+// peers returns copies of the live members other than this node.
+func (n *Node) peers() []memberlist.Node {
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	out := make([]memberlist.Node, 0, len(n.members))
+	for name, m := range n.members {
+		if name != n.name {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // failedNames returns the members held in N_ref after failing.

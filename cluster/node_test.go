@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
@@ -45,9 +46,10 @@ func TestUnsupported(t *testing.T) {
 	if !errors.Is(err, ratelimit.ErrUnsupported) {
 		t.Fatalf("plain algorithm: err %v, want ErrUnsupported", err)
 	}
-	_, err = nodes[0].Apply(ctx, ratelimit.Check{Key: "k", Algorithm: tokenbucket.New(), Limit: lim, Cost: 1, Op: ratelimit.OpRefund})
+	// A fixed window cannot refund.
+	_, err = nodes[0].Apply(ctx, ratelimit.Check{Key: "k", Algorithm: fixedwindow.New(), Limit: lim, Cost: 1, Op: ratelimit.OpRefund})
 	if !errors.Is(err, ratelimit.ErrUnsupported) {
-		t.Fatalf("refund: err %v, want ErrUnsupported", err)
+		t.Fatalf("refund on a fixed window: err %v, want ErrUnsupported", err)
 	}
 }
 
@@ -111,8 +113,10 @@ func TestLateJoinerHasCountersBeforeServing(t *testing.T) {
 	peek := c
 	peek.Cost = 0
 	waitFor(t, 3*time.Second, func() string {
-		if o := take(t, nodes[1], peek); o.Remaining != want {
-			return fmt.Sprintf("node 1 remaining %d, want %d", o.Remaining, want)
+		for _, n := range nodes {
+			if o := take(t, n, peek); o.Remaining != want {
+				return fmt.Sprintf("%s remaining %d, want %d", n.Name(), o.Remaining, want)
+			}
 		}
 		return ""
 	})
@@ -153,5 +157,30 @@ func TestStartupAllowance(t *testing.T) {
 	}
 	if more != 10 {
 		t.Fatalf("300 ms later the allowance admitted %d more, want 10", more)
+	}
+}
+
+func TestRefundPropagates(t *testing.T) {
+	nodes := startCluster(t, 2, nil)
+	lim := ratelimit.Limit{Count: 1, Period: time.Hour, Burst: 10}
+	c := ratelimit.Check{Namespace: "refund", Key: newKey(t), Algorithm: tokenbucket.New(), Limit: lim, Cost: 1}
+	// Let the startup allowance lapse before taking.
+	take(t, nodes[0], c)
+	time.Sleep(4 * nodes[0].cfg.SyncInterval)
+	for range 4 {
+		take(t, nodes[0], c)
+	}
+	back := c
+	back.Op, back.Cost = ratelimit.OpRefund, 2
+	take(t, nodes[0], back)
+	peek := c
+	peek.Cost = 0
+	for _, n := range nodes {
+		waitFor(t, 3*time.Second, func() string {
+			if o := take(t, n, peek); o.Remaining != 7 {
+				return fmt.Sprintf("%s remaining %d, want 7 (took 5, refunded 2)", n.Name(), o.Remaining)
+			}
+			return ""
+		})
 	}
 }

@@ -55,7 +55,7 @@ func (e *events) NotifyJoin(m *memberlist.Node) {
 	delete(n.failed, m.Name)
 	delete(n.lost, m.Name)
 	delete(n.left, m.Name)
-	n.members[m.Name] = true
+	n.members[m.Name] = *m
 	n.live.Store(int64(len(n.members)))
 }
 
@@ -85,8 +85,16 @@ func (e *events) NotifyLeave(m *memberlist.Node) {
 	n.live.Store(int64(len(n.members)))
 }
 
-// NotifyUpdate ignores metadata updates.
-func (e *events) NotifyUpdate(*memberlist.Node) {}
+// NotifyUpdate refreshes the copy of a member whose address or metadata
+// changed.
+func (e *events) NotifyUpdate(m *memberlist.Node) {
+	n := (*Node)(e)
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	if _, ok := n.members[m.Name]; ok {
+		n.members[m.Name] = *m
+	}
+}
 
 func (n *Node) syncLoop() {
 	defer n.wg.Done()
@@ -208,11 +216,11 @@ func (n *Node) entryOf(r *record, now int64, sh *shard) (wireEntry, bool) {
 		comps:     make([]wireComp, 0, 1+len(r.comps)),
 	}
 	if r.inc != 0 {
-		en.comps = append(en.comps, wireComp{origin: n.name, inc: r.inc, count: r.own})
+		en.comps = append(en.comps, wireComp{origin: n.name, inc: r.inc, count: r.own, refunded: r.refunded})
 	}
 	for o, c := range r.comps {
 		if c.inc != 0 {
-			en.comps = append(en.comps, wireComp{origin: o, inc: c.inc, count: c.count})
+			en.comps = append(en.comps, wireComp{origin: o, inc: c.inc, count: c.count, refunded: c.refunded})
 		}
 	}
 	return en, true
@@ -221,8 +229,8 @@ func (n *Node) entryOf(r *record, now int64, sh *shard) (wireEntry, bool) {
 // send delivers entries to every other live member: UDP packets that fit
 // memberlist's buffer, or one reliable message when there are too many.
 func (n *Node) send(entries []wireEntry) {
-	members := n.ml.Members()
-	if len(members) <= 1 {
+	members := n.peers()
+	if len(members) == 0 {
 		return
 	}
 	udp := n.udpLimit()
@@ -248,16 +256,13 @@ func (n *Node) send(entries []wireEntry) {
 		packets = append(packets, enc.finish())
 	}
 	for _, m := range members {
-		if m.Name == n.name {
-			continue
-		}
 		for _, p := range packets {
 			var err error
 			if reliable || len(p) > udp {
 				n.stats.reliable.Add(1)
-				err = n.ml.SendReliable(m, p)
+				err = n.ml.SendReliable(&m, p)
 			} else {
-				err = n.ml.SendBestEffort(m, p)
+				err = n.ml.SendBestEffort(&m, p)
 			}
 			if err != nil {
 				n.log.Debug("cluster: sync not sent", "member", m.Name, "err", err)
@@ -337,7 +342,7 @@ func (n *Node) handle(b []byte) {
 		n.memMu.Lock()
 		delete(n.failed, m.ns)
 		delete(n.lost, m.ns)
-		if !n.members[m.ns] {
+		if _, ok := n.members[m.ns]; !ok {
 			// NotifyLeave came first.
 			n.memMu.Unlock()
 			return
@@ -373,13 +378,19 @@ func (n *Node) merge(en *wireEntry) {
 			continue
 		}
 		cur := rec.comps[c.origin]
-		var delta uint64
+		var delta, back uint64
 		switch {
 		case cur == nil || c.inc > cur.inc:
-			delta = c.count
-		case c.inc == cur.inc && c.count > cur.count:
-			delta = c.count - cur.count
-		default:
+			delta, back = c.count, c.refunded
+		case c.inc == cur.inc:
+			if c.count > cur.count {
+				delta = c.count - cur.count
+			}
+			if c.refunded > cur.refunded {
+				back = c.refunded - cur.refunded
+			}
+		}
+		if delta == 0 && back == 0 {
 			continue
 		}
 		since := rec.created
@@ -389,26 +400,37 @@ func (n *Node) merge(en *wireEntry) {
 		} else if cur.at != 0 {
 			since = cur.at
 		}
-		cur.inc, cur.count, cur.at = c.inc, c.count, now
-		amount := int64(min(delta, uint64(ratelimit.MaxCost)))
-		// Consumption already charged as this origin's partition share
-		// while it was invisible is not charged again.
-		if cur.credit > 0 {
-			used := min(cur.credit, amount)
-			cur.credit -= used
-			amount -= used
+		cur.inc, cur.count, cur.refunded = c.inc, c.count, c.refunded
+		if delta > 0 {
+			cur.at = now
+			n.charge(sh, rec, now, n.netAndCap(cur, rec, c.origin, delta, since, now))
 		}
-		if amount <= 0 {
-			continue
+		if back > 0 {
+			// Give back what the origin refunded (never above the
+			// initial state); only increases count, so a replayed
+			// message refunds nothing twice.
+			n.refund(sh, rec, now, int64(min(back, uint64(ratelimit.MaxCost))))
 		}
-		if capAt := n.plausible(rec.limit, now-since); amount > capAt {
-			if n.stats.capped.Add(1) <= 10 {
-				n.log.Warn("cluster: implausible counter jump capped", "origin", c.origin, "key", truncKey(en.key), "delta", delta, "cap", capAt)
-			}
-			amount = capAt
-		}
-		n.charge(sh, rec, now, amount)
 	}
+}
+
+// netAndCap returns how much of an origin's counter increase delta to
+// charge: less what was already charged as its partition share, and no
+// more than it could plausibly have admitted since its previous increase.
+func (n *Node) netAndCap(cur *comp, rec *record, origin string, delta uint64, since, now int64) int64 {
+	amount := int64(min(delta, uint64(ratelimit.MaxCost)))
+	if cur.credit > 0 {
+		used := min(cur.credit, amount)
+		cur.credit -= used
+		amount -= used
+	}
+	if capAt := n.plausible(rec.limit, now-since); amount > capAt {
+		if n.stats.capped.Add(1) <= 10 {
+			n.log.Warn("cluster: implausible counter jump capped", "origin", origin, "key", truncKey(rec.id.key), "delta", delta, "cap", capAt)
+		}
+		amount = capAt
+	}
+	return amount
 }
 
 // plausible is the most one origin can have admitted over elapsed
@@ -435,7 +457,7 @@ func (n *Node) adoptRemote(sh *shard, id nsKey, en *wireEntry, now int64) {
 		if c.origin == n.name {
 			continue
 		}
-		rec.comps[c.origin] = &comp{inc: c.inc, count: c.count, at: now}
+		rec.comps[c.origin] = &comp{inc: c.inc, count: c.count, refunded: c.refunded, at: now}
 	}
 	if rec.alg != nil {
 		if _, ok := rec.alg.(ratelimit.Charger); !ok {
@@ -477,6 +499,22 @@ func (n *Node) chargeAt(rec *record, now, amount int64, dst []byte) []byte {
 		rec.setState(out, now, o.TTL)
 	}
 	return out[:0]
+}
+
+// refund gives amount units back to rec (ratelimit.Refunder), never above
+// the initial state. The caller holds sh.mu.
+func (n *Node) refund(sh *shard, rec *record, now, amount int64) {
+	if amount <= 0 || rec.alg == nil {
+		return
+	}
+	o, out, err := ratelimit.Evaluate(rec.alg, ratelimit.OpRefund, rec.live(now), now, rec.limit, amount, 0, sh.scratch[:0])
+	sh.scratch = out[:0]
+	if err != nil {
+		return // not a Refunder: the origin could not have refunded
+	}
+	if o.Changed {
+		rec.setState(out, now, o.TTL)
+	}
 }
 
 func truncKey(k string) string {

@@ -21,7 +21,8 @@ import (
 //	                              count uvarint, period uvarint (ns), burst uvarint}
 //	entries  uvarint n, then n × {rule uvarint, key string, remaining uvarint,
 //	                              comps uvarint m, then m × {origin uvarint,
-//	                              incarnation uvarint, count uvarint}}
+//	                              incarnation uvarint, count uvarint,
+//	                              refunded uvarint (≤ count)}}
 //
 // and, for kindReset, by {namespace string, key string}, for kindLeave by
 // {node name string}. A string is a
@@ -53,12 +54,14 @@ type wireRule struct {
 	limit ratelimit.Limit
 }
 
-// wireComp is one G-counter component: cumulative units admitted by
-// origin in the record incarnation inc.
+// wireComp is one counter component: cumulative units admitted by origin
+// in the record incarnation inc, and how many of them it refunded. Both
+// only grow (a PN-counter), so max-merging is safe.
 type wireComp struct {
-	origin string
-	inc    uint64
-	count  uint64
+	origin   string
+	inc      uint64
+	count    uint64
+	refunded uint64
 }
 
 // wireEntry is one key's counters as known to the sender.
@@ -143,6 +146,7 @@ func (e *encoder) add(en *wireEntry) bool {
 		e.body = binary.AppendUvarint(e.body, oi)
 		e.body = binary.AppendUvarint(e.body, c.inc)
 		e.body = binary.AppendUvarint(e.body, c.count)
+		e.body = binary.AppendUvarint(e.body, c.refunded)
 	}
 	if e.n > 0 && e.size() > e.limit {
 		e.body = e.body[:mark]
@@ -335,6 +339,7 @@ func decodeEntries(d *decoder, m *message) {
 			oi := d.uvarint("origin index", uint64(len(origins)-1))
 			inc := d.uvarint("incarnation", 1<<63-1)
 			count := d.uvarint("counter", maxCounter)
+			refunded := d.uvarint("refunded", count)
 			if d.err != nil {
 				return
 			}
@@ -344,7 +349,7 @@ func decodeEntries(d *decoder, m *message) {
 					return
 				}
 			}
-			en.comps = append(en.comps, wireComp{origin: origins[oi], inc: inc, count: count})
+			en.comps = append(en.comps, wireComp{origin: origins[oi], inc: inc, count: count, refunded: refunded})
 		}
 		m.entries = append(m.entries, en)
 	}
