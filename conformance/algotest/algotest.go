@@ -102,6 +102,7 @@ func Run(t *testing.T, alg ratelimit.Algorithm, opts ...Option) {
 	t.Run("Garbage", s.testGarbage)
 	t.Run("Allocs", s.testAllocs)
 	t.Run("Concurrent", s.testConcurrent)
+	t.Run("Capabilities", s.testCapabilities)
 }
 
 type suite struct {

@@ -15,7 +15,8 @@
 //     (Allowed, Remaining, RetryAfter, ResetAfter);
 //   - Contract: cost 0 peeks and changes nothing; a cost above Burst is
 //     denied with RetryAfter Never and changes nothing; a denial changes
-//     nothing; Changed is true exactly when the state bytes change; the
+//     nothing (so a peek returns the state byte for byte: the encoding
+//     round-trips); Changed is true exactly when the state bytes change; the
 //     input state is never modified; decisions are deterministic;
 //     RetryAfter is 0 when allowed, otherwise positive and exact (waiting
 //     RetryAfter admits the same cost, waiting 1 ns less does not);
@@ -31,7 +32,10 @@
 //     decision, never a panic or another error;
 //   - Allocs: Decide on an existing state with enough dst capacity does not
 //     allocate;
-//   - Concurrent: Decide is safe to call from many goroutines at once.
+//   - Concurrent: Decide is safe to call from many goroutines at once;
+//   - Capabilities: Reserve honours maxWait and changes nothing when it
+//     refuses, Refund never lowers availability nor raises it above a new
+//     key's, Charge never fails and never raises availability.
 //
 // Subtests are named after these groups, so a failure says what broke.
 package algotest
