@@ -210,7 +210,9 @@ func (s *suite) now() int64 {
 }
 
 // frozen is a limit under which nothing refills while the suite runs: one
-// unit per 1000 hours.
+// unit per 1000 hours. (Window algorithms align windows of 1000 hours to
+// the epoch; a run that straddles a boundary, once in 41 days, may see
+// one window roll over.)
 func frozen(burst int64) ratelimit.Limit {
 	return ratelimit.Limit{Count: 1, Period: 1000 * time.Hour, Burst: burst}
 }
