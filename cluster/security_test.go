@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -221,5 +223,50 @@ func TestSecretKeyAndLabel(t *testing.T) {
 				t.Errorf("%s lists rejected node %s as a member", n.Name(), m)
 			}
 		}
+	}
+}
+
+// TestSyncBatches checks that sync packets fit memberlist's UDP buffer and
+// that a batch too large for UDP (10,000 changed keys) goes over TCP and
+// arrives whole.
+func TestSyncBatches(t *testing.T) {
+	ts, mut := withDropTransports(t, 2)
+	nodes := startCluster(t, 2, mut)
+	ctx := context.Background()
+	lim := ratelimit.Limit{Count: 1, Period: time.Hour, Burst: 5}
+	c := ratelimit.Check{Namespace: "batch", Algorithm: tokenbucket.New(), Limit: lim, Cost: 1}
+	touch := func(n int) {
+		for i := range n {
+			c.Key = fmt.Sprintf("k%06d", i)
+			if _, err := nodes[0].Apply(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	touch(300)
+	waitFor(t, 3*time.Second, func() string {
+		if got := len(nodes[1].counters("batch")); got != 300 {
+			return fmt.Sprintf("node 1 knows %d keys, want 300", got)
+		}
+		return ""
+	})
+	ts[0].mu.Lock()
+	biggest := ts[0].maxWrite
+	ts[0].mu.Unlock()
+	if limit := nodes[0].cfg.Memberlist.UDPBufferSize; biggest > limit {
+		t.Fatalf("a UDP packet of %d bytes exceeds UDPBufferSize %d", biggest, limit)
+	}
+	if st := nodes[0].Stats(); st.Reliable != 0 {
+		t.Fatalf("300 keys went over TCP: %+v", st)
+	}
+	touch(10000)
+	waitFor(t, 5*time.Second, func() string {
+		if got := len(nodes[1].counters("batch")); got != 10000 {
+			return fmt.Sprintf("node 1 knows %d keys, want 10000", got)
+		}
+		return ""
+	})
+	if st := nodes[0].Stats(); st.Reliable == 0 {
+		t.Fatalf("10,000 keys did not overflow to TCP: %+v", st)
 	}
 }
