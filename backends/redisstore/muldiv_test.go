@@ -50,7 +50,7 @@ return r
 	var args []any
 	var in [][4]int64
 	for range 2000 {
-		x, y, add, z := pick(), pick(), pick(), max(1, pick())
+		x, y, add, z := pick(), pick(), pick(), max(1, min(pick(), 1<<51))
 		if r.IntN(4) == 0 { // keep the quotient in range
 			y = r.Int64N(1 << 20)
 			x = r.Int64N(1 << 30)

@@ -38,25 +38,40 @@ local function idiv(x, y)
 end
 
 -- muldiv returns floor((x*y + add)/z) and the remainder, exactly, for
--- integers 0 <= x, y, add < 2^52 and 0 < z < 2^52, or nil when the
--- quotient exceeds 2^51. It walks y's bits from the top, keeping the
--- partial product as quotient and remainder of z, so nothing passes 2^53.
+-- integers 0 <= x, y, add < 2^52 and 0 < z <= 2^51, or nil when the
+-- quotient exceeds 2^51. A product below 2^52 is exact in a double and
+-- divided directly. Otherwise y is consumed in digits of k bits from the
+-- top, the partial product kept as a quotient and a remainder of z, with k
+-- chosen so that z*2^k <= 2^52: no intermediate passes 2^53.
 local CAP = 2251799813685248 -- 2^51
+local LN2 = 0.6931471805599453
 local function muldiv(x, y, add, z)
+  local prod = x * y
+  if prod < 4503599627370496 and add < 4503599627370496 then -- 2^52
+    local q, r = idiv(prod, z)
+    local aq, ar = idiv(add, z)
+    q, r = q + aq, r + ar
+    if r >= z then r = r - z; q = q + 1 end
+    if q > CAP then return nil end
+    return q, r
+  end
   local xq, xr = idiv(x, z)
   local aq, ar = 0, 0
+  local k = 50 - floor(math.log(z) / LN2)
+  if k < 1 then k = 1 end
+  local base = 2 ^ k
   local p = 1
-  while p * 2 <= y do p = p * 2 end
+  while p * base <= y do p = p * base end
   while p >= 1 do
-    aq, ar = aq * 2, ar * 2
+    local d = floor(y / p)
+    y = y - d * p
+    local hq, hr = idiv(ar * base, z)
+    local dq, dr = idiv(d * xr, z)
+    aq = aq * base + hq + d * xq + dq
+    ar = hr + dr
     if ar >= z then ar = ar - z; aq = aq + 1 end
-    if y >= p then
-      y = y - p
-      aq, ar = aq + xq, ar + xr
-      if ar >= z then ar = ar - z; aq = aq + 1 end
-    end
     if aq > CAP then return nil end
-    p = p / 2
+    p = p / base
   end
   local q, r = idiv(add, z)
   q, r = q + aq, r + ar
@@ -143,12 +158,25 @@ local function sceil(q, r)
   return q
 end
 
+-- gcra_outcome returns the remaining tokens and the reset time of a GCRA
+-- state whose refill is the span q + r/count.
+local function gcra_outcome(q, r, tq, tr, count, period, burst)
+  local reset = sceil(ssub(tq, tr, q, r, count))
+  if q < 0 then return 0, reset end
+  local n = muldiv(q, count, r, period)
+  if n == nil or n > burst then n = burst end
+  return n, reset
+end
+
 -- gcra mirrors algorithms/gcra Decide. Returns nil to fall back, or
 -- allowed, new state, remaining, retry (-1 never), reset, ttl.
-local function gcra(state, nh, nl, a)
-  local cost, burst, count, period = a[1], a[2], a[3], a[4]
-  local tq, tr, uq, ur, oq, orr, dq, dr = a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]
+local function gcra(state, nh, nl, b)
+  local cost, burst, count, period = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+  local tq, tr = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
+  -- units(1) and the debt span are parsed only when needed: tonumber is
+  -- a large share of the script's cost.
   local aq, ar = tq, tr
+  local dq, dr
   local none = true
   if state then
     none = false
@@ -170,40 +198,37 @@ local function gcra(state, nh, nl, a)
     else
       d = -d
       if d > CAP then return nil end -- 2^51
+      dq, dr = tonumber(ARGV[b + 11]), tonumber(ARGV[b + 12])
       if d > dq + 1 then
         aq, ar = ssub(-dq, 0, 0, dr, count)
       else
         aq, ar = ssub(-d, 0, 0, f, count)
       end
     end
-    -- clamp to -debt..tau
+    -- clamp to -debt..tau (only a negative refill can reach -debt)
     if sless(tq, tr, aq, ar) then
       aq, ar = tq, tr
-    else
+    elseif aq < 0 then
+      if dq == nil then dq, dr = tonumber(ARGV[b + 11]), tonumber(ARGV[b + 12]) end
       local lq, lr = ssub(0, 0, dq, dr, count)
       if sless(aq, ar, lq, lr) then aq, ar = lq, lr end
     end
   end
-  local function outcome(q, r)
-    local reset = sceil(ssub(tq, tr, q, r, count))
-    if q < 0 then return 0, reset end
-    local n = muldiv(q, count, r, period)
-    if n == nil or n > burst then n = burst end
-    return n, reset
-  end
+  local outcome = gcra_outcome
   if cost == 0 or cost > burst then
-    local rem, reset = outcome(aq, ar)
+    local rem, reset = outcome(aq, ar, tq, tr, count, period, burst)
     local ttl = reset
     if none then ttl = 0 end
     if cost == 0 then
-      local w = sceil(ssub(oq, orr, aq, ar, count))
+      local w = sceil(ssub(tonumber(ARGV[b + 9]), tonumber(ARGV[b + 10]), aq, ar, count))
       return w == 0, state, rem, w, reset, ttl
     end
     return false, state, rem, -1, reset, ttl
   end
+  local uq, ur = tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8])
   local w = sceil(ssub(uq, ur, aq, ar, count))
   if w > 0 then
-    local rem, reset = outcome(aq, ar)
+    local rem, reset = outcome(aq, ar, tq, tr, count, period, burst)
     local ttl = reset
     if none then ttl = 0 end
     return false, state, rem, w, reset, ttl
@@ -214,13 +239,13 @@ local function gcra(state, nh, nl, a)
   local sh, sl = tsub(nh, nl, q)
   if sh < 0 then return nil end
   local out = string.char(0x21) .. put64(sh, sl) .. from_int(f)
-  local rem, reset = outcome(xq, xr)
+  local rem, reset = outcome(xq, xr, tq, tr, count, period, burst)
   return true, out, rem, 0, reset, reset
 end
 
 -- tokenbucket mirrors algorithms/tokenbucket Decide.
-local function tokenbucket(state, nh, nl, a)
-  local cost, burst, count, period = a[1], a[2], a[3], a[4]
+local function tokenbucket(state, nh, nl, b)
+  local cost, burst, count, period = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
   local n, f, th, tl, skew = burst, 0, nh, nl, 0
   if state then
     if #state ~= 25 or string.byte(state, 1) ~= 0x11 then return nil end
@@ -310,14 +335,12 @@ for i = 1, #KEYS do
     orig[k] = redis.call('GET', k)
     cur[k] = orig[k]
   end
-  local base = 3 + (i - 1) * STRIDE
-  local a = {}
-  for j = 1, STRIDE - 1 do a[j] = tonumber(ARGV[base + 1 + j]) end
+  local base = 4 + (i - 1) * STRIDE
   local ok, out, rem, retry, reset, ttl
-  if ARGV[base + 1] == 'g' then
-    ok, out, rem, retry, reset, ttl = gcra(cur[k], nh, nl, a)
+  if ARGV[base] == 'g' then
+    ok, out, rem, retry, reset, ttl = gcra(cur[k], nh, nl, base)
   else
-    ok, out, rem, retry, reset, ttl = tokenbucket(cur[k], nh, nl, a)
+    ok, out, rem, retry, reset, ttl = tokenbucket(cur[k], nh, nl, base)
   end
   if ok == nil then return {-1} end
   local ch = 0
