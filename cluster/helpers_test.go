@@ -15,6 +15,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if maybeRunChild() {
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
