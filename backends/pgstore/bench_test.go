@@ -110,8 +110,8 @@ func runBench(b *testing.B, conc int, op func(context.Context, *rand.Rand) error
 
 // naiveApply is the store's transaction written the straightforward way,
 // every statement its own round trip: BEGIN, timeouts, seed, lock, clock,
-// update, COMMIT, 7 per decision (the store sends one more statement, a
-// fresh statement_timeout, and needs 2).
+// update, COMMIT, 7 per decision; the store sends the same 7 statements in
+// 2.
 func naiveApply(ctx context.Context, pool *pgxpool.Pool, s *Store, c ratelimit.Check) error {
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()

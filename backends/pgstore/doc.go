@@ -61,12 +61,16 @@
 //     transaction-start now() could be). Keys go in sorted
 //     (namespace, key) byte order everywhere, so that composites naming
 //     the same keys in any order cannot deadlock;
-//  2. write phase: a fresh statement_timeout, one UPDATE per changed key and
-//     COMMIT. A state that may be dropped (TTL 0) is written as an empty,
-//     expired row rather than deleted, so that a concurrent caller that has
-//     already seeded the key still finds it. When nothing changed (a denial,
-//     a peek) the phase is just ROLLBACK, which also drops the seed of a
-//     never-seen key, and the decision stands even if that rollback fails.
+//  2. write phase: one UPDATE per changed key and COMMIT, under the read
+//     phase's timeouts (the UPDATEs never wait for a lock, and once this
+//     phase is sent its failures are classified by where they happen, not
+//     by which timeout fired), refused with nothing sent when less than
+//     the lock margin is left. A state that may be dropped (TTL 0) is
+//     written as an empty, expired row rather than deleted, so that a
+//     concurrent caller that has already seeded the key still finds it.
+//     When nothing changed (a denial, a peek) the phase is just ROLLBACK,
+//     which also drops the seed of a never-seen key, and the decision
+//     stands even if that rollback fails.
 //
 // So a decision costs 2 round trips, single key or composite, plus, once per
 // pooled connection, the preparation of each statement (pgx's statement

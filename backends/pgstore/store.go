@@ -73,7 +73,7 @@ type Store struct {
 }
 
 type queries struct {
-	setTimeouts, setStatement, seed, lock, clock, update, reset, sweep string
+	setTimeouts, seed, lock, clock, update, reset, sweep string
 }
 
 // New returns a Store on pool. It validates the options and prepares the
@@ -103,7 +103,6 @@ func New(pool Pool, opts ...Option) (*Store, error) {
 	s.q = queries{
 		setTimeouts: "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true), " +
 			"set_config('idle_in_transaction_session_timeout', $3, true)",
-		setStatement: "SELECT set_config('statement_timeout', $1, true)",
 		seed: "INSERT INTO " + t + " (namespace, key, algorithm, state, expires_at) " +
 			"VALUES ($1, $2, $3, '', clock_timestamp() + interval '" + seedGrace + "') " +
 			"ON CONFLICT (namespace, key) DO NOTHING",

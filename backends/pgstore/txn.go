@@ -38,6 +38,9 @@ func (s *Store) timeouts(ctx context.Context) (serverTimeouts, error) {
 	deadline, _ := ctx.Deadline()
 	left := time.Until(deadline)
 	lock := left - s.cfg.lockMargin
+	if left <= 0 {
+		return serverTimeouts{}, fmt.Errorf("pgstore: %w: %w", ratelimit.ErrUnavailable, context.DeadlineExceeded)
+	}
 	if lock < time.Millisecond {
 		return serverTimeouts{}, fmt.Errorf("pgstore: %w: %s left before the deadline, less than the lock margin %s plus 1ms",
 			ratelimit.ErrUnavailable, left.Round(time.Microsecond), s.cfg.lockMargin)
@@ -228,15 +231,18 @@ func anyDirty(keys []keyState) bool {
 	return false
 }
 
-// writePhase sends, in one round trip, a fresh statement_timeout, one
-// UPDATE per changed key and COMMIT.
+// writePhase sends, in one round trip, one UPDATE per changed key and
+// COMMIT. It runs under the read phase's SET LOCAL timeouts: its UPDATEs
+// never wait for a lock (the rows are held), and once it is sent, a
+// failure the client sees before the reply is ErrUnknownOutcome whatever
+// the server's timeouts, so refreshing statement_timeout here would cost a
+// statement and change no outcome. It is refused, with nothing sent, when
+// less than the lock margin is left.
 func (s *Store) writePhase(ctx context.Context, conn *pgx.Conn, keys []keyState, checks []ratelimit.Check, out []ratelimit.Outcome, now int64) error {
-	t, err := s.timeouts(ctx)
-	if err != nil {
+	if _, err := s.timeouts(ctx); err != nil {
 		return err // nothing sent: the open transaction is rolled back
 	}
 	b := &pgx.Batch{}
-	b.Queue(s.q.setStatement, t.statement)
 	for i := range keys {
 		k := &keys[i]
 		if !k.dirty {
@@ -256,6 +262,7 @@ func (s *Store) writePhase(ctx context.Context, conn *pgx.Conn, keys []keyState,
 
 	br := conn.SendBatch(ctx, b)
 	failedAt := -1
+	var err error
 	for i := range b.Len() {
 		if _, err = br.Exec(); err != nil {
 			failedAt = i
