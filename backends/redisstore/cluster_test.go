@@ -53,6 +53,9 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p, err := st.EvictionPolicies(ctx); err != nil || len(p) != 1 || p[0] != "noeviction" {
+		t.Fatalf("EvictionPolicies on the cluster = %q, %v; want [noeviction]", p, err)
+	}
 	t.Run("slots match CLUSTER KEYSLOT", func(t *testing.T) {
 		admin := newClient(t, srv.addr())
 		r := rand.New(rand.NewPCG(rand.Uint64(), 3))
