@@ -21,16 +21,19 @@ func Example() {
 	defer cancel()
 	pool, err := pgxpool.New(ctx, "postgres://app@127.0.0.1:5432/app")
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	defer pool.Close()
 	store, err := pgstore.New(pool, pgstore.WithSweeper(time.Minute))
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	defer store.Close()
 	if err := store.Migrate(ctx); err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	limiter, err := ratelimit.New(ratelimit.Rule{
 		Name:      "api",
@@ -38,11 +41,13 @@ func Example() {
 		Limit:     ratelimit.PerSecond(10).WithBurst(20),
 	}, ratelimit.WithStore(store))
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	d, err := limiter.Allow(ctx, "user-42")
 	if err != nil {
-		log.Fatal(err) // ErrUnavailable, ErrUnknownOutcome, …: see the package documentation
+		log.Print(err) // ErrUnavailable, ErrUnknownOutcome, …: see the package documentation
+		return
 	}
 	fmt.Println(d.Allowed)
 }

@@ -43,7 +43,8 @@ func (windowAlg) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, 
 	now = max(now, start)
 	left := time.Duration(start + int64(l.Period) - now)
 	o := ratelimit.Outcome{Remaining: l.Burst - used, ResetAfter: left, TTL: left}
-	keep := append(dst[:0], state...)
+	dst = append(dst[:0], state...)
+	keep := dst
 	if used == 0 {
 		o.ResetAfter, o.TTL = 0, 0
 	}

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -80,7 +81,7 @@ func (p *cutProxy) pipe(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF || p.cut.Load() {
+			if !errors.Is(err, io.EOF) || p.cut.Load() {
 				return
 			}
 			// Pass a half-close on, as a real network would.
