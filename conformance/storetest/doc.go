@@ -20,8 +20,10 @@
 // name keys in opposite orders, and that apply the same key twice in order;
 // key and namespace isolation for arbitrary key bytes; TTL of idle keys;
 // Reset; Peek; Close; cancelled contexts and deadlines; bad input (typed
-// error, state unchanged); and, when the harness can stop the server,
-// typed errors while it is down, no goroutine leak and recovery.
+// error, state unchanged); state another algorithm cannot decode
+// (ErrCorruptState, left as is, cleared by Reset); and, when the harness
+// can stop the server, typed errors while it is down, no goroutine leak
+// and recovery.
 //
 // A store that accepts an injected clock lets the suite compare whole
 // outcomes at fixed instants (see [Clock]); otherwise the suite uses limits

@@ -135,6 +135,7 @@ func Run(t *testing.T, h Harness) {
 		{"Close", s.testClose},
 		{"Context", s.testContext},
 		{"BadInput", s.testBadInput},
+		{"CorruptState", s.testCorruptState},
 		{"StoreDown", s.testStoreDown},
 	} {
 		t.Run(tc.name, tc.fn)
