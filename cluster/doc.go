@@ -100,6 +100,9 @@
 //   - graceful leave: nothing;
 //   - crash: the crashed node's unsent consumption, at most b⁺ + r·S,
 //     over; and r·FailedHold/N_ref under, while its share is held;
+//   - a process stopped (SIGSTOP, a long GC or VM pause) past failure
+//     detection: held like a crash while away; when it resumes, its stale
+//     view may admit up to B + r·Δ before the others' counters reach it;
 //   - partition into p sides: (p−1)·r·F over until the sides detect the
 //     cut (F is about 1.5–4 s with DefaultLocalConfig), none after; after
 //     the heal that excess is charged and repaid. With FailedHold = 0 (AP

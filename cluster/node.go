@@ -726,8 +726,9 @@ func (n *Node) Leave(timeout time.Duration) error {
 
 // Close stops the node at once, without a graceful leave: the other
 // members detect it as failed (use Leave first to leave gracefully). It
-// stops every goroutine the node started. Closing twice is not an error;
-// other calls after Close return ErrClosed.
+// stops every goroutine the node started, waiting for a reconnect attempt
+// in flight (at most memberlist's TCPTimeout). Closing twice is not an
+// error; other calls after Close return ErrClosed.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.closed.Store(true)
