@@ -314,12 +314,13 @@ func decodeEntries(d *decoder, m *message) {
 		}
 		rules = append(rules, r)
 	}
-	// Every entry takes at least 4 bytes, which bounds the allocation.
+	// Every entry takes at least 4 bytes; entries are appended as they
+	// decode, so a lying count cannot make the decoder allocate ahead.
 	ne := d.uvarint("entry count", uint64(len(d.b))/4)
 	if d.err != nil {
 		return
 	}
-	m.entries = make([]wireEntry, 0, ne)
+	m.entries = make([]wireEntry, 0, min(ne, 1024))
 	for range ne {
 		var en wireEntry
 		ri := d.uvarint("rule index", uint64(max(len(rules)-1, 0)))
