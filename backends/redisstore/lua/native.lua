@@ -105,14 +105,28 @@ local function get64(s, i)
   return hi, ((b5 * 256 + b6) * 256 + b7) * 256 + b8
 end
 
-local function put32(v)
-  return string.char(floor(v / 16777216) % 256, floor(v / 65536) % 256, floor(v / 256) % 256, v % 256)
+-- bytes4 returns the 4 big-endian bytes of 0 <= v < 2^32.
+local function bytes4(v)
+  return floor(v / 16777216) % 256, floor(v / 65536) % 256, floor(v / 256) % 256, v % 256
 end
 
--- put64 writes a signed (hi, lo) as 8 big-endian bytes.
-local function put64(hi, lo)
-  if hi < 0 then hi = hi + TWO32 end
-  return put32(hi) .. put32(lo)
+-- enc returns tag followed by 8 big-endian bytes for each signed (hi, lo)
+-- pair given, building the state with a single string.char call.
+local function enc(tag, h1, l1, h2, l2, h3, l3)
+  if h1 < 0 then h1 = h1 + TWO32 end
+  if h2 < 0 then h2 = h2 + TWO32 end
+  local a1, a2, a3, a4 = bytes4(h1)
+  local b1, b2, b3, b4 = bytes4(l1)
+  local c1, c2, c3, c4 = bytes4(h2)
+  local d1, d2, d3, d4 = bytes4(l2)
+  if h3 == nil then
+    return string.char(tag, a1, a2, a3, a4, b1, b2, b3, b4, c1, c2, c3, c4, d1, d2, d3, d4)
+  end
+  if h3 < 0 then h3 = h3 + TWO32 end
+  local e1, e2, e3, e4 = bytes4(h3)
+  local f1, f2, f3, f4 = bytes4(l3)
+  return string.char(tag, a1, a2, a3, a4, b1, b2, b3, b4, c1, c2, c3, c4, d1, d2, d3, d4,
+    e1, e2, e3, e4, f1, f2, f3, f4)
 end
 
 -- small returns hi*2^32+lo when it is exact (|value| < 2^52), else nil.
@@ -136,9 +150,10 @@ local function tsub(hi, lo, q)
   return hi, lo
 end
 
-local function from_int(v)
+-- split returns an integer |v| < 2^52 as a signed (hi, lo).
+local function split(v)
   local h = floor(v / TWO32)
-  return put64(h, v - h * TWO32)
+  return h, v - h * TWO32
 end
 
 -- Spans: q + r/c nanoseconds with 0 <= r < c.
@@ -238,7 +253,8 @@ local function gcra(state, nh, nl, b)
   if xr > 0 then q = q + 1; f = count - xr end
   local sh, sl = tsub(nh, nl, q)
   if sh < 0 then return nil end
-  local out = string.char(0x21) .. put64(sh, sl) .. from_int(f)
+  local fh, fl = split(f)
+  local out = enc(0x21, sh, sl, fh, fl)
   local rem, reset = outcome(xq, xr, tq, tr, count, period, burst)
   return true, out, rem, 0, reset, reset
 end
@@ -310,7 +326,9 @@ local function tokenbucket(state, nh, nl, b)
   local level = n - cost
   local out = false
   if level < burst then
-    out = string.char(0x11) .. from_int(level) .. from_int(f) .. put64(th, tl)
+    local nh2, nl2 = split(level)
+    local fh, fl = split(f)
+    out = enc(0x11, nh2, nl2, fh, fl, th, tl)
   end
   local rem, reset = outcome(level)
   if reset == nil then return nil end
