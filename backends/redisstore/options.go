@@ -145,8 +145,8 @@ func WithoutClientCheck() Option {
 // report through logf when the policy may evict limiter keys (any policy
 // but noeviction: an evicted state comes back full, a free burst). The
 // check is best effort: when CONFIG is denied (ACL, managed services) or
-// fails, logf is told and New still succeeds. logf must be safe to call
-// from New's goroutine; nil selects log.Printf.
+// fails, logf is told and New still succeeds. New calls logf synchronously,
+// at most once; nil selects log.Printf. The check waits at most one second.
 func WithEvictionCheck(logf func(format string, args ...any)) Option {
 	return optionFunc(func(c *config) error {
 		c.checkEviction = true
