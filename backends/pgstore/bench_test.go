@@ -26,10 +26,10 @@ var benchLimit = ratelimit.Limit{Count: 1 << 30, Period: time.Second, Burst: 1 <
 // BenchmarkApply measures decisions per second against the test server:
 // the store's two-round-trip transaction (impl=batched) against the same
 // statements each sent as its own round trip (impl=naive, 7), on one
-// hot key, on 100k random keys, and for a three-rule composite, with 1 and
-// 8 concurrent callers.
+// hot key, on 100k random keys, and for a three-rule composite, with 1, 8
+// and 32 concurrent callers.
 func BenchmarkApply(b *testing.B) {
-	pool := newPool(b, func(c *pgxpool.Config) { c.MaxConns = 16 })
+	pool := newPool(b, func(c *pgxpool.Config) { c.MaxConns = 40 })
 	s := newStoreOn(b, pool, WithTable(randomName("bench_")))
 	_, err := pool.Exec(b.Context(), "INSERT INTO "+s.Table()+" (namespace, key, algorithm, state, expires_at) "+
 		"SELECT 'bench', convert_to('k' || g, 'UTF8'), 'gcra', '', clock_timestamp() + interval '1 hour' "+
@@ -63,7 +63,7 @@ func BenchmarkApply(b *testing.B) {
 		{"keys=hot", func(*rand.Rand) string { return "hot" }},
 		{"keys=random", randomKey},
 	}
-	for _, conc := range []int{1, 8} {
+	for _, conc := range []int{1, 8, 32} {
 		for _, impl := range impls {
 			for _, w := range workloads {
 				b.Run("impl="+impl.name+"/"+w.name+"/conc="+strconv.Itoa(conc), func(b *testing.B) {
