@@ -25,21 +25,14 @@ var benchLimit = ratelimit.Limit{Count: 1 << 30, Period: time.Second, Burst: 1 <
 
 // BenchmarkApply measures decisions per second against the test server:
 // the store's two-round-trip transaction (impl=batched) against the same
-// statements each sent as its own round trip (impl=naive, 7), on one
+// statements each sent as its own round trip (impl=naive, 7), and the
+// store on an UNLOGGED table (impl=batched-unlogged), on one
 // hot key, on 100k random keys, and for a three-rule composite, with 1, 8
 // and 32 concurrent callers.
 func BenchmarkApply(b *testing.B) {
 	pool := newPool(b, func(c *pgxpool.Config) { c.MaxConns = 40 })
-	s := newStoreOn(b, pool, WithTable(randomName("bench_")))
-	_, err := pool.Exec(b.Context(), "INSERT INTO "+s.Table()+" (namespace, key, algorithm, state, expires_at) "+
-		"SELECT 'bench', convert_to('k' || g, 'UTF8'), 'gcra', '', clock_timestamp() + interval '1 hour' "+
-		"FROM generate_series(0, $1::int - 1) g ON CONFLICT DO NOTHING", benchKeys)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(b.Context(), "VACUUM ANALYZE "+s.Table()); err != nil {
-		b.Fatal(err)
-	}
+	s := newBenchStore(b, pool)
+	unlogged := newBenchStore(b, pool, WithUnlogged())
 	check := func(key string) ratelimit.Check {
 		return ratelimit.Check{Namespace: "bench", Key: key, Algorithm: gcra.New(), Limit: benchLimit, Cost: 1}
 	}
@@ -50,6 +43,10 @@ func BenchmarkApply(b *testing.B) {
 	}{
 		{"batched", func(ctx context.Context, r *rand.Rand, keys func(*rand.Rand) string) error {
 			_, err := s.Apply(ctx, check(keys(r)))
+			return err
+		}},
+		{"batched-unlogged", func(ctx context.Context, r *rand.Rand, keys func(*rand.Rand) string) error {
+			_, err := unlogged.Apply(ctx, check(keys(r)))
 			return err
 		}},
 		{"naive", func(ctx context.Context, r *rand.Rand, keys func(*rand.Rand) string) error {
@@ -80,6 +77,22 @@ func BenchmarkApply(b *testing.B) {
 			})
 		})
 	}
+}
+
+// newBenchStore returns a store on a new table holding benchKeys seeded
+// rows, vacuumed and analyzed.
+func newBenchStore(b *testing.B, pool *pgxpool.Pool, opts ...Option) *Store {
+	s := newStoreOn(b, pool, append([]Option{WithTable(randomName("bench_"))}, opts...)...)
+	_, err := pool.Exec(b.Context(), "INSERT INTO "+s.Table()+" (namespace, key, algorithm, state, expires_at) "+
+		"SELECT 'bench', convert_to('k' || g, 'UTF8'), 'gcra', '', clock_timestamp() + interval '1 hour' "+
+		"FROM generate_series(0, $1::int - 1) g ON CONFLICT DO NOTHING", benchKeys)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(b.Context(), "VACUUM ANALYZE "+s.Table()); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
 
 // runBench runs op b.N times over conc goroutines.

@@ -150,9 +150,9 @@
 //
 // # UNLOGGED tables
 //
-// WithUnlogged creates the table UNLOGGED: no write-ahead log for its
-// writes, so decisions are cheaper (no WAL flush for the state, only for
-// the commit record), at a price: PostgreSQL empties an UNLOGGED table
+// WithUnlogged creates the table UNLOGGED: its rows skip the write-ahead
+// log, and a transaction that touched only it does not wait for a WAL
+// flush at commit, so decisions are cheaper, at a price: PostgreSQL empties an UNLOGGED table
 // when it restarts after a crash or an immediate shutdown
 // (pg_ctl stop -m immediate), and standbys never see its contents. After
 // such an event every key is fully available again: each one gets one
