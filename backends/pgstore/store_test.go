@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -375,5 +376,45 @@ func TestDeadlineTooShortRefusedBeforeSending(t *testing.T) {
 	cancel2()
 	if _, err := s.Apply(cancelled, take(key, 5, 1)); !errors.Is(err, ratelimit.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Apply with a cancelled context = %v, want ErrUnavailable wrapping context.Canceled", err)
+	}
+}
+
+// TestQueryExecModes runs a few decisions with every pgx query exec mode,
+// since poolers (PgBouncer in transaction mode) may need a mode other than
+// the default statement cache. Keys with NUL and invalid UTF-8 check that
+// every mode sends them as bytea.
+func TestQueryExecModes(t *testing.T) {
+	table := randomName("t_")
+	newStoreOn(t, newPool(t, nil), WithTable(table))
+	for _, mode := range []pgx.QueryExecMode{
+		pgx.QueryExecModeCacheStatement,
+		pgx.QueryExecModeCacheDescribe,
+		pgx.QueryExecModeDescribeExec,
+		pgx.QueryExecModeExec,
+		pgx.QueryExecModeSimpleProtocol,
+	} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := newStoreOn(t, newPool(t, func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = mode }), WithTable(table))
+			key := randomName("mode\x00\xff-")
+			for i := range 4 {
+				o, err := s.Apply(t.Context(), take(key, 3, 1))
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				if o.Allowed != (i < 3) {
+					t.Fatalf("call %d: allowed %t, want %t", i, o.Allowed, i < 3)
+				}
+			}
+			out := make([]ratelimit.Outcome, 2)
+			if ok, err := s.ApplyAll(t.Context(), []ratelimit.Check{take(key+"a", 1, 1), take(key+"b", 1, 1)}, out); err != nil || !ok {
+				t.Fatalf("composite: %t, %v", ok, err)
+			}
+			if err := s.Reset(t.Context(), "ns", key); err != nil {
+				t.Fatal(err)
+			}
+			if got := remaining(t, s, key, 3); got != 3 {
+				t.Fatalf("after Reset: remaining %d, want 3", got)
+			}
+		})
 	}
 }
