@@ -248,6 +248,7 @@ func (s *suite) testGarbage(t *testing.T) {
 			}()
 			o, out, err = s.alg.Decide(bytes.Clone(state), now, l, cost, nil)
 		}()
+		s.garbageCapabilities(rt, state, now, l, max(cost, 1))
 		if err != nil {
 			if !errors.Is(err, ratelimit.ErrCorruptState) {
 				rt.Fatalf("Decide on garbage state %x: %v, want an error wrapping ErrCorruptState", state, err)
@@ -259,6 +260,54 @@ func (s *suite) testGarbage(t *testing.T) {
 			rt.Fatalf("the state %x written from garbage %x does not decode: %v", out, state, err)
 		}
 	})
+}
+
+// garbageCapabilities feeds a damaged state to every optional capability
+// the algorithm has: each must return ErrCorruptState or an outcome
+// without negative fields, never panic.
+func (s *suite) garbageCapabilities(rt *rapid.T, state []byte, now int64, l ratelimit.Limit, amount int64) {
+	rt.Helper()
+	var calls []struct {
+		name string
+		fn   func() (ratelimit.Outcome, []byte, error)
+	}
+	add := func(name string, fn func() (ratelimit.Outcome, []byte, error)) {
+		calls = append(calls, struct {
+			name string
+			fn   func() (ratelimit.Outcome, []byte, error)
+		}{name, fn})
+	}
+	if r, ok := s.alg.(ratelimit.Reserver); ok {
+		add("Reserve", func() (ratelimit.Outcome, []byte, error) {
+			return r.Reserve(bytes.Clone(state), now, l, amount, time.Duration(l.Period), nil)
+		})
+	}
+	if r, ok := s.alg.(ratelimit.Refunder); ok {
+		add("Refund", func() (ratelimit.Outcome, []byte, error) { return r.Refund(bytes.Clone(state), now, l, amount, nil) })
+	}
+	if c, ok := s.alg.(ratelimit.Charger); ok {
+		add("Charge", func() (ratelimit.Outcome, []byte, error) { return c.Charge(bytes.Clone(state), now, l, amount, nil) })
+	}
+	for _, call := range calls {
+		var (
+			o   ratelimit.Outcome
+			err error
+		)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					rt.Fatalf("%s on garbage state %x panicked: %v", call.name, state, p)
+				}
+			}()
+			o, _, err = call.fn()
+		}()
+		switch {
+		case err != nil && !errors.Is(err, ratelimit.ErrCorruptState):
+			rt.Fatalf("%s on garbage state %x: %v, want an error wrapping ErrCorruptState", call.name, state, err)
+		case err == nil && (o.Remaining < 0 || o.RetryAfter < 0 || o.ResetAfter < 0 || o.TTL < 0 || o.Delay < 0):
+			rt.Fatalf("%s on garbage state %x: negative field in %+v", call.name, state, o)
+		}
+	}
 }
 
 // mutate damages a state: flips a bit, truncates, extends or changes a
