@@ -8,3 +8,8 @@ func (s *Store) NativeCounts() (calls, fallbacks int64) {
 
 // KeySlot exposes keySlot to the tests.
 var KeySlot = keySlot
+
+// RedisKey exposes redisKey to the tests.
+func (s *Store) RedisKey(namespace, key string) string {
+	return string(s.redisKey(nil, namespace, key))
+}
