@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
@@ -430,6 +431,7 @@ func TestNetworkCutDuringLockWait(t *testing.T) {
 // with ErrUnavailable close to its deadline (never an unknown outcome),
 // and the store serves calls again once the holder lets go.
 func TestPoolExhaustionFailsFast(t *testing.T) {
+	leaks := goleak.IgnoreCurrent()
 	pool := newPool(t, func(c *pgxpool.Config) { c.MaxConns = 4 })
 	s := newStoreOn(t, pool, WithTable(randomName("t_")))
 	admin := newPool(t, nil)
@@ -485,6 +487,12 @@ func TestPoolExhaustionFailsFast(t *testing.T) {
 	if got := remaining(t, s, key, 1000); got != 1000-21 {
 		t.Fatalf("remaining %d, want %d: a failed call spent", got, 1000-21)
 	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	admin.Close()
+	goleak.VerifyNone(t, leaks)
 }
 
 // insertExpired adds n expired rows in namespace "sweep".

@@ -7,6 +7,7 @@ require (
 	github.com/sluicehq/sluice/algorithms v0.0.0
 	github.com/sluicehq/sluice/conformance v0.0.0
 	github.com/sluicehq/sluice/core v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -14,7 +15,6 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
