@@ -84,7 +84,8 @@
 // A hot key is serialized by its row lock, held across the commit's WAL
 // flush: expect on the order of 1–3 thousand decisions per second on one
 // key, more across many keys. Waiters queue on the lock, bounded by
-// lock_timeout.
+// lock_timeout; WithMaxLockWait caps that wait below the deadline so that
+// a queue behind a hot key fails fast instead of holding connections.
 //
 // # Timeouts that cannot betray the caller
 //
@@ -93,7 +94,8 @@
 // transaction therefore sets, with set_config(…, true) (SET LOCAL), values
 // derived from the time left before the context's deadline:
 //
-//   - lock_timeout = time left − lock margin (default 10ms);
+//   - lock_timeout = time left − lock margin (default 10ms), or less with
+//     WithMaxLockWait;
 //   - statement_timeout = time left − statement margin (default 5ms);
 //   - idle_in_transaction_session_timeout = time left, a backstop: a client
 //     that vanishes between the two phases cannot keep rows locked past

@@ -346,6 +346,30 @@ func TestLockTimeoutBeatsDeadline(t *testing.T) {
 	}
 }
 
+// TestMaxLockWaitCapsHotKeyQueue: with WithMaxLockWait, a caller behind a
+// locked row gives up after the cap, long before its deadline.
+func TestMaxLockWaitCapsHotKeyQueue(t *testing.T) {
+	s, pool := newStore(t, WithMaxLockWait(50*time.Millisecond))
+	key := randomName("capped-")
+	if _, err := s.Apply(t.Context(), take(key, 5, 1)); err != nil {
+		t.Fatal(err)
+	}
+	release := holdLock(t, pool, s, key)
+	defer release()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := s.Apply(ctx, take(key, 5, 1))
+	elapsed := time.Since(start)
+	var pgErr *pgconn.PgError
+	if !errors.Is(err, ratelimit.ErrUnavailable) || !errors.As(err, &pgErr) || pgErr.Code != codeLockNotAvailable {
+		t.Fatalf("Apply behind a lock with a 50ms cap = %v, want ErrUnavailable from lock_timeout", err)
+	}
+	if elapsed > 2*time.Second {
+		t.Fatalf("Apply gave up after %s, want about 50ms (deadline 10s)", elapsed)
+	}
+}
+
 // TestNetworkCutDuringLockWait partitions the client from the server while
 // its transaction waits for a row lock (the case where a statement can be
 // applied after the client gave up). The client reports ErrUnavailable at

@@ -38,6 +38,7 @@ type config struct {
 	defaultTimeout  time.Duration
 	lockMargin      time.Duration
 	statementMargin time.Duration
+	maxLockWait     time.Duration
 	sweepBatch      int
 	sweepInterval   time.Duration
 	sweepErr        func(error)
@@ -69,6 +70,9 @@ func (c *config) validate() error {
 	if c.defaultTimeout <= c.lockMargin+time.Millisecond {
 		return fmt.Errorf("%w: pgstore: default timeout %s must exceed the lock margin %s by more than 1ms",
 			ratelimit.ErrInvalidOption, c.defaultTimeout, c.lockMargin)
+	}
+	if c.maxLockWait != 0 && c.maxLockWait < time.Millisecond {
+		return fmt.Errorf("%w: pgstore: max lock wait %s: want 0 (none) or at least 1ms", ratelimit.ErrInvalidOption, c.maxLockWait)
 	}
 	if c.sweepBatch < 1 {
 		return fmt.Errorf("%w: pgstore: sweep batch %d < 1", ratelimit.ErrInvalidOption, c.sweepBatch)
@@ -140,6 +144,15 @@ func WithTimeoutMargins(lock, statement time.Duration) Option {
 		c.lockMargin = lock
 		c.statementMargin = statement
 	})
+}
+
+// WithMaxLockWait caps lock_timeout at d whatever the deadline, so that
+// callers queueing behind a hot key give up after d with
+// ratelimit.ErrUnavailable (and the rule's failure policy answers) instead
+// of holding a connection until their deadline. 0, the default, means no
+// cap beyond the deadline; otherwise d must be at least 1ms.
+func WithMaxLockWait(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxLockWait = d })
 }
 
 // WithSweepBatch sets how many expired rows one sweep statement deletes at

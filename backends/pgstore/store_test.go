@@ -33,6 +33,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{"lock margin below statement margin", []Option{WithTimeoutMargins(time.Millisecond, 2*time.Millisecond)}},
 		{"default timeout within lock margin", []Option{WithDefaultTimeout(10 * time.Millisecond)}},
 		{"zero sweep batch", []Option{WithSweepBatch(0)}},
+		{"sub-millisecond max lock wait", []Option{WithMaxLockWait(time.Microsecond)}},
+		{"negative max lock wait", []Option{WithMaxLockWait(-time.Second)}},
 		{"negative sweep interval", []Option{WithSweeper(-time.Second)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

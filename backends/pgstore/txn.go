@@ -45,6 +45,9 @@ func (s *Store) timeouts(ctx context.Context) (serverTimeouts, error) {
 		return serverTimeouts{}, fmt.Errorf("pgstore: %w: %s left before the deadline, less than the lock margin %s plus 1ms",
 			ratelimit.ErrUnavailable, left.Round(time.Microsecond), s.cfg.lockMargin)
 	}
+	if s.cfg.maxLockWait > 0 {
+		lock = min(lock, s.cfg.maxLockWait)
+	}
 	return serverTimeouts{
 		lock:      millis(lock),
 		statement: millis(left - s.cfg.statementMargin),
