@@ -36,7 +36,10 @@ type Algorithm interface {
 	//     time: a clock going backwards never mints capacity;
 	//   - RetryAfter is 0 when allowed and otherwise never negative and
 	//     never early: after waiting it, the same cost passes if no other
-	//     call intervened;
+	//     call intervened; a denied peek reports the wait for one unit;
+	//   - RetryAfter, ResetAfter and TTL are measured from now, even when
+	//     now is earlier than a time recorded in the state (stores expire
+	//     state at now+TTL);
 	//   - undecodable state is reported as ErrCorruptState.
 	//
 	// Callers must have validated limit and cost; Decide may assume

@@ -77,7 +77,9 @@ type Store interface {
 	// ApplyAll applies several checks as one atomic step, all or nothing:
 	// if any OpTake or OpReserve check is denied, no check changes any
 	// state. It writes one outcome per check into out, which must have
-	// len(out) >= len(checks), and reports whether all were allowed.
+	// len(out) >= len(checks) (otherwise the error wraps
+	// ErrInvalidOption and nothing is applied), and reports whether all
+	// were allowed.
 	// Checks naming the same namespace and key are applied in order, each
 	// seeing the previous one's effect.
 	ApplyAll(ctx context.Context, checks []Check, out []Outcome) (allowed bool, err error)
