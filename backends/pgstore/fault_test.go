@@ -321,13 +321,13 @@ func TestRowDeletedWhileWaitingIsRetried(t *testing.T) {
 func TestLockTimeoutBeatsDeadline(t *testing.T) {
 	// Margins wide enough for a loaded test machine, where a scheduling
 	// delay of tens of milliseconds is common.
-	s, pool := newStore(t, WithTimeoutMargins(100*time.Millisecond, 50*time.Millisecond))
+	s, pool := newStore(t, WithTimeoutMargins(300*time.Millisecond, 200*time.Millisecond))
 	key := randomName("lock-")
 	if _, err := s.Apply(t.Context(), take(key, 5, 1)); err != nil {
 		t.Fatal(err)
 	}
 	release := holdLock(t, pool, s, key)
-	const deadline = 300 * time.Millisecond
+	const deadline = time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
 	start := time.Now()
@@ -393,7 +393,7 @@ func TestNetworkCutDuringLockWait(t *testing.T) {
 	ps := newStoreOn(t, proxied, WithTable(s.cfg.table))
 	release := holdLock(t, pool, s, key)
 
-	const deadline = 600 * time.Millisecond
+	const deadline = 1500 * time.Millisecond
 	type result struct {
 		err     error
 		elapsed time.Duration
@@ -464,7 +464,7 @@ func TestPoolExhaustionFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := holdLock(t, admin, s, key)
-	const callers, deadline, slack = 64, 50 * time.Millisecond, 250 * time.Millisecond
+	const callers, deadline, slack = 64, 50 * time.Millisecond, 500 * time.Millisecond
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var problems []string
