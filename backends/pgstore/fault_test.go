@@ -641,3 +641,66 @@ func TestBackgroundSweeper(t *testing.T) {
 		t.Errorf("sweep error: %v", err)
 	}
 }
+
+// recordingAlg is windowAlg that records the last "now" it was given.
+type recordingAlg struct {
+	windowAlg
+	now *atomic.Int64
+}
+
+func (a recordingAlg) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, dst []byte) (ratelimit.Outcome, []byte, error) {
+	a.now.Store(now)
+	return a.windowAlg.Decide(state, now, l, cost, dst)
+}
+
+// TestClockReadAfterLock: a caller that waited for a row lock decides with
+// the server's time after it got the lock, not the time it started.
+func TestClockReadAfterLock(t *testing.T) {
+	s, pool := newStore(t)
+	key := randomName("clock-")
+	var seen atomic.Int64
+	c := take(key, 5, 1)
+	c.Algorithm = recordingAlg{now: &seen}
+	if _, err := s.Apply(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
+	var one int
+	if err := tx.QueryRow(t.Context(), "SELECT 1 FROM "+s.Table()+" WHERE key = $1 FOR UPDATE", []byte(key)).Scan(&one); err != nil {
+		t.Fatal(err)
+	}
+	var started time.Time
+	if err := pool.QueryRow(t.Context(), "SELECT clock_timestamp()").Scan(&started); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Apply(t.Context(), c)
+		errs <- err
+	}()
+	waitFor(t, 5*time.Second, "caller queued on the row lock", func() bool {
+		var n int
+		if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%' AND pid <> pg_backend_pid()").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+	var released time.Time
+	if err := tx.QueryRow(t.Context(), "SELECT clock_timestamp()").Scan(&released); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if now := time.Unix(0, seen.Load()); now.Before(released) {
+		t.Fatalf("decided at %s, before the lock was released at %s (caller started by %s)",
+			now.Format(time.StampMicro), released.Format(time.StampMicro), started.Format(time.StampMicro))
+	}
+}
