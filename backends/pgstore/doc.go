@@ -164,7 +164,12 @@
 // table whose persistence differs from the option (convert it with ALTER
 // TABLE … SET LOGGED or SET UNLOGGED).
 //
-// # Connection poolers
+// # Requirements and connection poolers
+//
+// PostgreSQL 11 or later (ON CONFLICT, SKIP LOCKED, hashtextextended for
+// Migrate's advisory lock); the tests run against PostgreSQL 15. The
+// transactions run at the default READ COMMITTED level, which the seeding
+// argument above relies on.
 //
 // The store keeps one connection for the two phases of a transaction, so it
 // works behind PgBouncer in transaction mode; its statements are prepared
