@@ -167,9 +167,10 @@
 // # Requirements and connection poolers
 //
 // PostgreSQL 11 or later (ON CONFLICT, SKIP LOCKED, hashtextextended for
-// Migrate's advisory lock); the tests run against PostgreSQL 15. The
-// transactions run at the default READ COMMITTED level, which the seeding
-// argument above relies on.
+// Migrate's advisory lock); the tests run against PostgreSQL 15. Every
+// transaction starts with BEGIN ISOLATION LEVEL READ COMMITTED, whatever
+// default_transaction_isolation says, since the seeding argument above
+// relies on it.
 //
 // The store keeps one connection for the two phases of a transaction, so it
 // works behind PgBouncer in transaction mode; its statements are prepared

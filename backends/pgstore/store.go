@@ -34,6 +34,11 @@ var _ Pool = (*pgxpool.Pool)(nil)
 // failure, deadlock, a row swept between seeding and locking).
 const maxAttempts = 3
 
+// beginSQL starts every transaction of the store at READ COMMITTED, which
+// the seeding in the read phase relies on, whatever the database's
+// default_transaction_isolation.
+const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
 // seedGrace is how long a freshly seeded, still empty row is protected from
 // the sweeper, so that the caller that seeded it can lock it.
 const seedGrace = "1 minute"

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,5 +419,39 @@ func TestQueryExecModes(t *testing.T) {
 				t.Fatalf("after Reset: remaining %d, want 3", got)
 			}
 		})
+	}
+}
+
+// TestReadCommittedWhateverTheDefault: a database whose default isolation
+// is SERIALIZABLE still gets exact, error-free decisions on a new key under
+// contention, since the store starts its transactions at READ COMMITTED.
+func TestReadCommittedWhateverTheDefault(t *testing.T) {
+	pool := newPool(t, func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
+		c.MaxConns = 16
+	})
+	s := newStoreOn(t, pool, WithTable(randomName("t_")))
+	key := randomName("ser-")
+	var wg sync.WaitGroup
+	var allowed, failed atomic.Int64
+	var firstErr atomic.Value
+	const callers, calls = 16, 8
+	for range callers {
+		wg.Go(func() {
+			for range calls {
+				o, err := s.Apply(t.Context(), take(key, 1000, 1))
+				switch {
+				case err != nil:
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				case o.Allowed:
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() != 0 || allowed.Load() != callers*calls {
+		t.Fatalf("%d allowed, %d failed (first: %v); want %d and 0", allowed.Load(), failed.Load(), firstErr.Load(), callers*calls)
 	}
 }

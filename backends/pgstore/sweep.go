@@ -71,7 +71,7 @@ func (s *Store) oneShot(ctx context.Context, op, sql string, args ...any) (int64
 		return 0, err
 	}
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	b.Queue(s.q.setTimeouts, t.lock, t.statement, t.idle)
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")

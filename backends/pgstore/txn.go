@@ -124,7 +124,7 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 	return true, nil
 }
 
-// readPhase sends, in one round trip: BEGIN, the timeouts, INSERT … ON
+// readPhase sends, in one round trip: BEGIN (READ COMMITTED), the timeouts, INSERT … ON
 // CONFLICT DO NOTHING of every key (seeding missing rows before any lock
 // is requested), SELECT … FOR UPDATE of every key, and clock_timestamp(),
 // read after every lock is held. Keys are in sorted order throughout. It
@@ -146,7 +146,7 @@ func (s *Store) readPhase(ctx context.Context, conn *pgx.Conn, keys []keyState) 
 		return 0, err
 	}
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	b.Queue(s.q.setTimeouts, t.lock, t.statement, t.idle)
 	for i := range keys {
 		b.Queue(s.q.seed, keys[i].ns, keys[i].key, keys[i].alg)
