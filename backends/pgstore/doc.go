@@ -160,7 +160,11 @@
 // such an event every key is fully available again: each one gets one
 // free burst, and a failover to a standby starts from an empty table.
 // That is often an acceptable trade for rate limiting; it is not for
-// quotas that bill. A clean shutdown keeps the contents. Migrate refuses a
+// quotas that bill. A clean shutdown keeps the contents. A milder
+// alternative is synchronous_commit = off for the store's role: the table
+// stays crash-safe and replicated, commits stop waiting for the WAL flush,
+// and a crash loses at most the last few hundred milliseconds of
+// decisions. Migrate refuses a
 // table whose persistence differs from the option (convert it with ALTER
 // TABLE … SET LOGGED or SET UNLOGGED).
 //
