@@ -52,43 +52,56 @@ func needRedis(t testing.TB) string {
 }
 
 // startServer starts redis-server on a free loopback port with extra
-// arguments, and waits until it answers PING.
+// arguments, and waits until it answers PING. The port is free when
+// chosen but another process may take it before redis-server binds it, so
+// a server that does not come up is retried on a new port, three times.
 func startServer(t testing.TB, extra ...string) *server {
 	t.Helper()
 	needRedis(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var err error
+	for range 3 {
+		var l net.Listener
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s := &server{t: t, port: port, dir: t.TempDir()}
+		s.args = append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", s.dir,
+			"--loglevel", "warning", "--logfile", filepath.Join(s.dir, "redis.log"),
+		}, extra...)
+		if err = s.tryStart(); err == nil {
+			t.Cleanup(s.kill)
+			return s
+		}
+		s.kill()
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{t: t, port: port, dir: t.TempDir()}
-	s.args = append([]string{
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--loglevel", "warning", "--logfile", filepath.Join(s.dir, "redis.log"),
-	}, extra...)
-	s.start()
-	t.Cleanup(s.kill)
-	return s
+	t.Fatalf("redis-server did not start: %v", err)
+	return nil
 }
 
 func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
+// start starts the server again on its port (after kill) and waits until
+// it answers.
 func (s *server) start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", s.args...)
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+	if err := s.tryStart(); err != nil {
+		s.t.Fatal(err)
 	}
-	s.waitReady()
 }
 
-// waitReady polls PING every 5 ms for at most 5 s.
-func (s *server) waitReady() {
-	s.t.Helper()
+// tryStart starts the process and polls PING every 5 ms for at most 5 s.
+func (s *server) tryStart() error {
+	s.cmd = exec.Command("redis-server", s.args...)
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
 	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer c.Close()
 	var err error
@@ -97,11 +110,11 @@ func (s *server) waitReady() {
 		err = c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	s.t.Fatalf("redis-server on %s not ready: %v", s.addr(), err)
+	return fmt.Errorf("redis-server on %s not ready: %w", s.addr(), err)
 }
 
 // kill ends the process with SIGKILL and waits for it.
