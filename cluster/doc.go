@@ -39,9 +39,13 @@
 //
 //   - Startup allowance. A node that admits for a key it has never heard
 //     of starts from a full view but may take only its share,
-//     ⌈(B + r·t)/N⌉ after t, for two sync intervals: long enough for every
-//     peer's earlier consumption to arrive. N nodes meeting a new key at
-//     once therefore admit B + r·t together, not N·B.
+//     ⌈(B + r·t)/N⌉ after t, for three sync intervals (or three of the
+//     longest recent gaps between its sync ticks, on a starved machine):
+//     long enough for every peer's earlier consumption to arrive when
+//     d ≤ 2S. N nodes meeting a new key at
+//     once therefore admit B + r·t together, not N·B. A key whose view sat
+//     idle until its state expired (fully refilled) gets the allowance
+//     again, so a synchronized burst after idleness is split the same way.
 //   - Learned level. A key first heard of from a peer starts at the level
 //     the peer reported, with the peer's counters as the baseline, so
 //     nothing is charged twice.
@@ -80,11 +84,13 @@
 //
 // where b⁺ is the level of the key in the nodes' views when they start
 // spending it concurrently: about 0 for a key under sustained demand
-// (every node's view is charged within Δ), 0 for a key no node has heard
-// of (the startup allowance; the +N is its rounding), and up to B for a
-// key that sat idle until every view refilled and is then hit on several
-// nodes at once (demand-weighted slices, which would remove that term, are
-// not implemented). The same bound holds for every window of T = 1 s.
+// (every node's view is charged within Δ); 0 for a key no node has heard
+// of, or one idle until every view refilled (the startup allowance; the
+// +N is its rounding); and up to B for a key whose views hold a high level
+// while it is in use, such as a key used well below its rate (or idle for
+// less than a fill time) that is then hit on several nodes at once.
+// Demand-weighted slices, which would remove that last term, are not
+// implemented. The same bound holds for every window of T = 1 s.
 // Because debt is charged, an excess is repaid: over long runs A stays
 // within (N−1)·r·Δ + N of B + r·T from above and, while demand exceeds r,
 // from below. Example: N = 5, S = 25 ms, d ≤ 25 ms, r = 100/s, B = 100:

@@ -33,7 +33,7 @@ func faultCases() []*driftCase {
 			},
 			check: func(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d time.Duration) {
 				under := int64(driftRate * hold.Seconds() / 5)
-				checkDrift(t, c.name, c.size, res, d, 0.05, 0, under, driftBurst+driftRate+envelopeExcess(c.size, cl.snapshot()[0].cfg.SyncInterval))
+				checkDrift(t, c.name, c.size, res, d, 0.05, 0, under, driftBurst+driftRate+envelopeExcess(c.size, syncInterval(cl.snapshot())))
 			},
 		},
 		{
@@ -53,7 +53,8 @@ func faultCases() []*driftCase {
 		},
 		{
 			// A fifth node joins at 0.4·T and takes load as soon as New
-			// returns: it has the cluster's counters by then.
+			// returns: it has the cluster's counters by then. The window
+			// envelope is that of 5 nodes plus the join term r·Δ + 1.
 			name: "late-join", size: 4, load: uniform, alg: tokenbucket.New(),
 			during: func(t *testing.T, cl *testCluster, start time.Time, d time.Duration) error {
 				sleepUntil(start, d*4/10)
@@ -66,7 +67,42 @@ func faultCases() []*driftCase {
 				cl.mu.Unlock()
 				return nil
 			},
-			check: standard,
+			check: func(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d time.Duration) {
+				s := syncInterval(cl.snapshot())
+				join := int64(driftRate*(2*s).Seconds()) + 1
+				checkDrift(t, c.name, c.size, res, d, 0.05, 0, 0, driftBurst+driftRate+envelopeExcess(5, s)+join)
+			},
+		},
+		{
+			// Load for 1 s, silence until every view has refilled to B,
+			// then every node takes B at the same instant (at 3 s).
+			// The idle key gets the startup allowance again, so this is
+			// the cold-start case: the window bound is the standard
+			// envelope, and the total is within 5% of what the bucket
+			// allows: B + r·1 s before the pause, B + r·(T − 3 s) after.
+			name: "burst-after-idle", size: 5, alg: tokenbucket.New(), burstAt: 3 * time.Second,
+			load: func(i, size int, at time.Duration) float64 {
+				if at >= time.Second && at < 3*time.Second {
+					return 0
+				}
+				return uniform(i, size, at)
+			},
+			check: func(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d time.Duration) {
+				s := syncInterval(cl.snapshot())
+				e := envelopeExcess(c.size, s)
+				// The ideal: B + r·1 s before the pause, then the bucket
+				// refills to B during it and serves B + r·(T − 3 s).
+				ideal := driftBurst + driftRate + driftBurst + int64(driftRate*(d-3*time.Second).Seconds())
+				got := sum(res.perNode)
+				t.Logf("DRIFT %-16s N=%d T=%s A=%d ideal=%d drift=%+.2f%% maxWindow=%d cap=%d perNode=%v",
+					c.name, c.size, d, got, ideal, 100*float64(got-ideal)/float64(ideal), res.maxWindow(), driftBurst+driftRate+e, res.perNode)
+				if w := res.maxWindow(); w > driftBurst+driftRate+e {
+					t.Errorf("a 1 s window admitted %d, over the documented %d", w, driftBurst+driftRate+e)
+				}
+				if got > ideal+ideal/20 || got < ideal-ideal/20 {
+					t.Errorf("admitted %d, want %d ± 5%%", got, ideal)
+				}
+			},
 		},
 		partitionCase(),
 	}

@@ -26,9 +26,13 @@ const (
 	shardCount = 64   // lock shards per node
 	inboxSize  = 4096 // gossip messages queued for the merge goroutine
 	// allowanceTicks is how many sync ticks a key a node has never heard
-	// of is held to its startup allowance: long enough for every peer's
-	// consumption from before the key's creation to arrive.
-	allowanceTicks = 2
+	// of is held to its startup allowance, at least: long enough for every
+	// peer's consumption from before the key's creation to arrive (one
+	// tick) with room for delivery and scheduling delays up to two more.
+	// On a starved machine the ticks themselves stretch, so the allowance
+	// also lasts at least allowanceTicks of the longest recent gap between
+	// this node's ticks.
+	allowanceTicks = 3
 	// udpOverhead is what memberlist adds to a user message on the wire
 	// (message type, CRC, label header, encryption nonce and tag).
 	udpOverhead = 64
@@ -87,7 +91,12 @@ type Node struct {
 
 	stats struct {
 		sentBytes, sentPackets, reliable, received, dropped, malformed, capped atomic.Uint64
+		maxGap                                                                 atomic.Int64
 	}
+	// recentGap is the longest recent gap between sync ticks (decaying by
+	// a tenth per tick), in wall nanoseconds; syncMu.
+	recentGap int64
+	lastSync  time.Time // wall time of the previous tick; syncMu
 }
 
 // lostMember is a failed member the node tries to reconnect to.
@@ -126,6 +135,7 @@ type record struct {
 	allowN    int64
 	taken     int64
 	youngTick uint64
+	youngWall int64 // wall time the allowance started
 
 	inc      uint64 // incarnation of this node's own counter for the key
 	own      uint64 // units this node admitted in incarnation inc
@@ -302,6 +312,10 @@ type Stats struct {
 	Received, Dropped, Malformed uint64
 	// Capped counts counter increases cut to the plausible maximum.
 	Capped uint64
+	// MaxSyncGap is the longest wall time between two sync ticks: the
+	// real S in the bound when the machine is busy (a starved process
+	// sends late).
+	MaxSyncGap time.Duration
 }
 
 // Stats returns the node's counters. It is safe for concurrent use.
@@ -317,6 +331,7 @@ func (n *Node) Stats() Stats {
 		Dropped:     n.stats.dropped.Load(),
 		Malformed:   n.stats.malformed.Load(),
 		Capped:      n.stats.capped.Load(),
+		MaxSyncGap:  time.Duration(n.stats.maxGap.Load()),
 	}
 }
 
@@ -377,6 +392,8 @@ func (n *Node) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome,
 	if rec == nil {
 		rec = n.newLocalRecord(sh, c.Namespace, c.Key, now)
 		sh.m[rec.id] = rec
+	} else if rec.expires <= now && c.Cost > 0 {
+		n.rearm(sh, rec, now)
 	}
 	n.adopt(rec, &c, now)
 	state := rec.live(now)
@@ -412,6 +429,7 @@ func (n *Node) newLocalRecord(sh *shard, ns, key string, now int64) *record {
 		created:   now,
 		allowN:    n.live.Load(),
 		youngTick: n.tickNo.Load(),
+		youngWall: time.Now().UnixNano(),
 		inc:       n.nextInc(),
 		comps:     map[string]*comp{},
 	}
@@ -419,6 +437,21 @@ func (n *Node) newLocalRecord(sh *shard, ns, key string, now int64) *record {
 		sh.young = append(sh.young, rec)
 	}
 	return rec
+}
+
+// rearm gives the startup allowance again to a key whose view has been
+// full and idle long enough for its state to expire: every node's view of
+// it has refilled, so a burst on all nodes at once is the cold-start case
+// and gets the same split. The caller holds sh.mu.
+func (n *Node) rearm(sh *shard, rec *record, now int64) {
+	if rec.allowN > 1 {
+		return
+	}
+	rec.created, rec.allowN, rec.taken = now, n.live.Load(), 0
+	rec.youngTick, rec.youngWall = n.tickNo.Load(), time.Now().UnixNano()
+	if rec.allowN > 1 {
+		sh.young = append(sh.young, rec)
+	}
 }
 
 // nextInc returns a record incarnation larger than every earlier one of
@@ -447,7 +480,7 @@ func (n *Node) adopt(rec *record, c *ratelimit.Check, now int64) {
 			// heard of, with a full view and the startup allowance.
 			rec.state, rec.expires, rec.learned = rec.state[:0], 0, false
 			rec.created, rec.allowN, rec.taken = now, n.live.Load(), 0
-			rec.youngTick = n.tickNo.Load()
+			rec.youngTick, rec.youngWall = n.tickNo.Load(), time.Now().UnixNano()
 			if rec.allowN > 1 {
 				sh := n.shard(rec.id.ns, rec.id.key)
 				sh.young = append(sh.young, rec)
@@ -612,6 +645,8 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 			rec = &record{id: id, created: now, allowN: n.live.Load(), comps: map[string]*comp{}}
 			shards[i].m[id] = rec
 			created = append(created, rec)
+		} else if rec.expires <= now && c.Cost > 0 {
+			n.rearm(shards[i], rec, now)
 		}
 		p := find(rec)
 		if p == nil {
@@ -648,7 +683,7 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 		}
 		n.consumed(sh, p.rec, p.used)
 		if p.rec.allowN > 1 && slices.Contains(created, p.rec) {
-			p.rec.youngTick = n.tickNo.Load()
+			p.rec.youngTick, p.rec.youngWall = n.tickNo.Load(), time.Now().UnixNano()
 			sh.young = append(sh.young, p.rec)
 		}
 	}
@@ -787,6 +822,9 @@ func (n *Node) lookupAlg(name string) ratelimit.Algorithm {
 }
 
 var _ ratelimit.Store = (*Node)(nil)
+
+// resetMaxSyncGap restarts the MaxSyncGap measurement. It is for tests.
+func (n *Node) resetMaxSyncGap() { n.stats.maxGap.Store(0) }
 
 // counters returns, for every key in namespace ns, the counter of every
 // origin this node knows, its own included. It is for tests.

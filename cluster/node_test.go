@@ -133,7 +133,7 @@ func TestLateJoinerHasCountersBeforeServing(t *testing.T) {
 func TestStartupAllowance(t *testing.T) {
 	clk := &fakeClock{}
 	clk.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	// A 10 s sync interval keeps the allowance (two ticks) in force.
+	// A 10 s sync interval keeps the allowance (three ticks) in force.
 	nodes := startCluster(t, 3, func(_ int, c *Config) { c.Clock = clk; c.SyncInterval = 10 * time.Second })
 	lim := ratelimit.Limit{Count: 100, Period: time.Second, Burst: 100}
 	c := ratelimit.Check{Namespace: "cold", Key: newKey(t), Algorithm: tokenbucket.New(), Limit: lim, Cost: 1}

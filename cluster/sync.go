@@ -118,6 +118,16 @@ func (n *Node) syncOnce() {
 	n.syncMu.Lock()
 	defer n.syncMu.Unlock()
 	tick := n.tickNo.Add(1)
+	wall := time.Now()
+	if !n.lastSync.IsZero() {
+		gap := int64(wall.Sub(n.lastSync))
+		if gap > n.stats.maxGap.Load() {
+			n.stats.maxGap.Store(gap)
+		}
+		n.recentGap = max(gap, n.recentGap-n.recentGap/10)
+	}
+	n.lastSync = wall
+	hold := allowanceTicks * max(n.recentGap, int64(n.cfg.SyncInterval))
 	now := n.clock.Now()
 	elapsed := max(now-n.lastTick, 0)
 	n.lastTick = now
@@ -136,7 +146,7 @@ func (n *Node) syncOnce() {
 		sh.mu.Lock()
 		kept := sh.young[:0]
 		for _, r := range sh.young {
-			if r.allowN > 1 && tick < r.youngTick+allowanceTicks+1 {
+			if r.allowN > 1 && (tick < r.youngTick+allowanceTicks+1 || wall.UnixNano()-r.youngWall < hold) {
 				kept = append(kept, r)
 			} else {
 				r.allowN = 0
@@ -293,6 +303,9 @@ func (n *Node) encodeState() []byte {
 		sh := &n.shards[i]
 		sh.mu.Lock()
 		for _, r := range sh.m {
+			if r.expires <= now && !r.dirty {
+				continue // idle and full everywhere: nothing to tell
+			}
 			en, ok := n.entryOf(r, now, sh)
 			if ok && !enc.add(&en) {
 				full = true
@@ -464,16 +477,17 @@ func (n *Node) adoptRemote(sh *shard, id nsKey, en *wireEntry, now int64) {
 			rec.alg = nil
 		}
 	}
-	if rec.alg == nil {
-		rec.learned = true
-	} else if en.remaining < rec.limit.Burst {
-		n.charge(sh, rec, now, rec.limit.Burst-max(en.remaining, 0))
-	}
-	if rec.expires == 0 {
+	switch {
+	case rec.alg == nil:
 		// Keep the counters at least one fill time, so that a key
 		// learned but not yet served is not forgotten and re-learned.
+		rec.learned = true
 		rec.expires = satAdd(now, int64(rec.limit.FillTime()))
-		rec.state = rec.state[:0]
+	case en.remaining < rec.limit.Burst:
+		n.charge(sh, rec, now, rec.limit.Burst-max(en.remaining, 0))
+	default:
+		// Full at the sender: the key is idle, and the first local take
+		// gets the startup allowance (see rearm).
 	}
 	sh.m[id] = rec
 }
