@@ -184,3 +184,73 @@ func TestRefundPropagates(t *testing.T) {
 		})
 	}
 }
+
+func TestResetEverywhere(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	lim := ratelimit.Limit{Count: 1, Period: time.Hour, Burst: 10}
+	c := ratelimit.Check{Namespace: "reset", Key: newKey(t), Algorithm: tokenbucket.New(), Limit: lim, Cost: 1}
+	take(t, nodes[0], c)
+	time.Sleep(5 * nodes[0].cfg.SyncInterval) // past the startup allowance
+	for range 5 {
+		take(t, nodes[0], c)
+	}
+	peek := c
+	peek.Cost = 0
+	waitFor(t, 3*time.Second, func() string {
+		for _, n := range nodes {
+			if o := take(t, n, peek); o.Remaining != 4 {
+				return fmt.Sprintf("%s remaining %d before reset, want 4", n.Name(), o.Remaining)
+			}
+		}
+		return ""
+	})
+	if err := nodes[1].Reset(context.Background(), c.Namespace, c.Key); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, func() string {
+		for _, n := range nodes {
+			if o := take(t, n, peek); o.Remaining != lim.Burst {
+				return fmt.Sprintf("%s remaining %d after reset, want %d", n.Name(), o.Remaining, lim.Burst)
+			}
+		}
+		return ""
+	})
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(c *Config)
+	}{
+		{"empty name", func(c *Config) { c.Name = "" }},
+		{"long name", func(c *Config) { c.Name = string(make([]byte, 513)) }},
+		{"no bind address", func(c *Config) { c.BindAddr = "" }},
+		{"bad port", func(c *Config) { c.BindPort = 70000 }},
+		{"sync too fast", func(c *Config) { c.SyncInterval = time.Millisecond }},
+		{"sync too slow", func(c *Config) { c.SyncInterval = time.Minute }},
+		{"short key", func(c *Config) { c.SecretKey = []byte("short") }},
+		{"long label", func(c *Config) { c.Label = string(make([]byte, 256)) }},
+		{"negative hold", func(c *Config) { c.FailedHold = -time.Second }},
+		{"negative reconnect", func(c *Config) { c.ReconnectInterval = -time.Second }},
+		{"tiny messages", func(c *Config) { c.MaxMessageBytes = 100 }},
+		{"nil algorithm", func(c *Config) { c.Algorithms = []ratelimit.Algorithm{nil} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 0)
+			tc.mut(&cfg)
+			n, err := New(cfg)
+			if err == nil {
+				_ = n.Close()
+			}
+			if !errors.Is(err, ratelimit.ErrInvalidOption) {
+				t.Fatalf("New: err %v, want ErrInvalidOption", err)
+			}
+		})
+	}
+	for _, cfg := range []Config{DefaultLANConfig(), DefaultLocalConfig()} {
+		cfg.Name = "preset"
+		if err := cfg.validate(); err != nil {
+			t.Errorf("preset %+v: %v", cfg, err)
+		}
+	}
+}

@@ -24,7 +24,8 @@ func (d *delegate) NotifyMsg(b []byte) { (*Node)(d).enqueue(b) }
 // member instead of riding memberlist's gossip.
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 
-// LocalState returns every key's counters for a push/pull exchange.
+// LocalState returns the counters of every key in use (idle, fully
+// refilled keys are left out) for a push/pull exchange.
 func (d *delegate) LocalState(join bool) []byte { return (*Node)(d).encodeState() }
 
 // MergeRemoteState queues a peer's full state.
