@@ -86,28 +86,9 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 		}
 		args[0], args[1] = strconv.FormatInt(now/1e9, 10), strconv.FormatInt(now%1e9, 10)
 	}
-	args[2] = strconv.FormatInt(int64(s.cfg.ttlMargin/time.Millisecond), 10)
+	args[2] = s.marginArg
 	for i := range checks {
-		c := &checks[i]
-		l := c.Limit
-		var p [8]int64
-		code := nativeAlg(c.Algorithm)
-		if code == "g" {
-			p[0], p[1] = units(l.Burst, l)
-			if c.Cost <= l.Burst {
-				p[2], p[3] = units(c.Cost, l)
-			}
-			p[4], p[5] = units(1, l)
-			dq, dr, ok := debtSpan(l)
-			if !ok {
-				dq, dr = debtCap, 0
-			}
-			p[6], p[7] = dq, dr
-		}
-		args = append(args, code, c.Cost, l.Burst, l.Count, int64(l.Period))
-		for _, v := range p {
-			args = append(args, v)
-		}
+		args = append(args, s.checkArgs(&checks[i])...)
 	}
 	s.nativeCalls.Add(1)
 	reply, err := s.run(ctx, nativeScript, keys, args)
@@ -163,4 +144,51 @@ func debtSpan(l ratelimit.Limit) (q, r int64, ok bool) {
 		return 0, 0, false
 	}
 	return int64(uq), int64(ur), true
+}
+
+// argsKey identifies the native.lua arguments of a check.
+type argsKey struct {
+	code string
+	cost int64
+	lim  ratelimit.Limit
+}
+
+// maxCachedArgs bounds the argument cache; checks beyond it build their
+// arguments on each call.
+const maxCachedArgs = 4096
+
+// checkArgs returns the nativeStride arguments of c. They depend only on
+// the algorithm, the cost and the limit, so they are cached (boxing a dozen
+// int64 values is most of a call's allocations); the returned slice must
+// not be modified.
+func (s *Store) checkArgs(c *ratelimit.Check) []any {
+	k := argsKey{nativeAlg(c.Algorithm), c.Cost, c.Limit}
+	if v, ok := s.argsCache.Load(k); ok {
+		return v.([]any)
+	}
+	l := c.Limit
+	var p [8]int64
+	if k.code == "g" {
+		p[0], p[1] = units(l.Burst, l)
+		if c.Cost <= l.Burst {
+			p[2], p[3] = units(c.Cost, l)
+		}
+		p[4], p[5] = units(1, l)
+		dq, dr, ok := debtSpan(l)
+		if !ok {
+			dq, dr = debtCap, 0
+		}
+		p[6], p[7] = dq, dr
+	}
+	a := make([]any, 0, nativeStride)
+	a = append(a, k.code, c.Cost, l.Burst, l.Count, int64(l.Period))
+	for _, v := range p {
+		a = append(a, v)
+	}
+	if s.argsCached.Load() < maxCachedArgs {
+		if _, loaded := s.argsCache.LoadOrStore(k, a); !loaded {
+			s.argsCached.Add(1)
+		}
+	}
+	return a
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log"
 	"reflect"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -49,6 +51,12 @@ type Store struct {
 	// Counters of native.lua calls and of those that fell back to the
 	// generic path, read by tests.
 	nativeCalls, nativeFallbacks atomic.Int64
+	// marginArg is native.lua's PEXPIRE margin argument, in milliseconds.
+	marginArg string
+	// argsCache maps an argsKey to native.lua's arguments for it;
+	// argsCached counts its entries.
+	argsCache  sync.Map
+	argsCached atomic.Int64
 }
 
 // New returns a Store sending its scripts through client.
@@ -75,6 +83,7 @@ func New(client Client, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.marginArg = strconv.FormatInt(int64(s.cfg.ttlMargin/time.Millisecond), 10)
 	var ctxTimeouts bool
 	switch c := client.(type) {
 	case *redis.Client:
