@@ -23,6 +23,11 @@ type Limiter struct {
 	owned    bool
 	observer Observer
 	closed   atomic.Bool
+	// mem is store when it is a *MemoryStore, which the limiter calls
+	// without Apply's copy of the check and re-validation of the rule,
+	// and space is mem's namespace for the rule once looked up.
+	mem   *MemoryStore
+	space atomic.Pointer[memSpace]
 }
 
 // New returns a Limiter for rule. It validates the rule and the options and
@@ -36,7 +41,9 @@ func New(rule Rule, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Limiter{rule: rule, store: c.store, owned: owned, observer: c.observer}, nil
+	l := &Limiter{rule: rule, store: c.store, owned: owned, observer: c.observer}
+	l.mem, _ = c.store.(*MemoryStore)
+	return l, nil
 }
 
 // Rule returns the limiter's rule.
@@ -92,7 +99,7 @@ func (l *Limiter) do(ctx context.Context, key string, n int64, op Op, maxWait ti
 	if l.closed.Load() {
 		return Decision{Rule: l.rule.Name, Limit: l.rule.Limit}, ErrClosed
 	}
-	o, err := l.store.Apply(ctx, Check{
+	c := Check{
 		Namespace: l.rule.Name,
 		Key:       key,
 		Algorithm: l.rule.Algorithm,
@@ -100,7 +107,16 @@ func (l *Limiter) do(ctx context.Context, key string, n int64, op Op, maxWait ti
 		Cost:      n,
 		Op:        op,
 		MaxWait:   maxWait,
-	})
+	}
+	var (
+		o   Outcome
+		err error
+	)
+	if l.mem != nil {
+		o, err = l.applyMemory(ctx, &c)
+	} else {
+		o, err = l.store.Apply(ctx, c)
+	}
 	d := decisionFrom(o, l.rule.Name, l.rule.Limit)
 	if err != nil {
 		d = Decision{Rule: l.rule.Name, Limit: l.rule.Limit}
@@ -116,6 +132,41 @@ func (l *Limiter) do(ctx context.Context, key string, n int64, op Op, maxWait ti
 	}
 	l.observe(ctx, key, d, err)
 	return d, err
+}
+
+// applyMemory is l.mem.Apply(ctx, *c) for a check built from l's rule,
+// which New validated: only the per-call fields are checked, in the order
+// and with the errors of Check.Validate.
+func (l *Limiter) applyMemory(ctx context.Context, c *Check) (Outcome, error) {
+	if err := l.mem.begin(ctx); err != nil {
+		return Outcome{}, err
+	}
+	if err := checkRequest(c); err != nil {
+		return Outcome{}, err
+	}
+	sp := l.space.Load()
+	if sp == nil {
+		sp = l.mem.space(c.Namespace, true)
+		l.space.Store(sp)
+	}
+	return l.mem.apply(sp, c)
+}
+
+// checkRequest checks the per-call fields of c, the last checks of
+// Check.Validate: a key of 1..MaxKeyLen bytes, a cost in 0..MaxCost, a
+// known op and a non-negative MaxWait.
+func checkRequest(c *Check) error {
+	switch {
+	case !ValidKey(c.Key):
+		return fmt.Errorf("%w: key length %d outside 1..%d", ErrInvalidKey, len(c.Key), MaxKeyLen)
+	case c.Cost < 0 || c.Cost > MaxCost:
+		return fmt.Errorf("%w: cost %d outside 0..%d", ErrInvalidCost, c.Cost, int64(MaxCost))
+	case c.Op > OpCharge:
+		return fmt.Errorf("%w: unknown op %d", ErrInvalidRule, c.Op)
+	case c.MaxWait < 0:
+		return fmt.Errorf("%w: negative max wait %s", ErrInvalidCost, c.MaxWait)
+	}
+	return nil
 }
 
 func (l *Limiter) observe(ctx context.Context, key string, d Decision, err error) {

@@ -157,7 +157,14 @@ func (m *MemoryStore) Apply(ctx context.Context, c Check) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	sh := m.shard(m.space(c.Namespace, true), c.Key)
+	return m.apply(m.space(c.Namespace, true), &c)
+}
+
+// apply is Apply for a validated check c whose namespace is sp. The
+// Limiter calls it directly, with sp looked up once, so that the hot path
+// neither copies the check nor looks the namespace up again.
+func (m *MemoryStore) apply(sp *memSpace, c *Check) (Outcome, error) {
+	sh := m.shard(sp, c.Key)
 	sh.mu.Lock()
 	now := m.clock.Now()
 	slot, found := sh.index[c.Key]

@@ -36,25 +36,19 @@ func (c *Check) Validate() error {
 	if c.Algorithm == nil {
 		return fmt.Errorf("%w: nil algorithm", ErrInvalidRule)
 	}
-	if err := c.Limit.Validate(); err != nil {
-		return err
+	// A limit with Count and Period in range and 1 <= Burst <= Count is
+	// valid without Limit.Validate's 128-bit check: refilling it takes at
+	// most MaxPeriod, under MaxWindowSpan. Any other limit gets the full
+	// check and its error.
+	if l := c.Limit; l.Count < 1 || l.Count > MaxCount || l.Period < 1 || l.Period > MaxPeriod || l.Burst < 1 || l.Burst > l.Count {
+		if err := l.Validate(); err != nil {
+			return err
+		}
 	}
-	if len(c.Key) == 0 || len(c.Key) > MaxKeyLen {
-		return fmt.Errorf("%w: key length %d outside 1..%d", ErrInvalidKey, len(c.Key), MaxKeyLen)
+	if len(c.Namespace) <= MaxKeyLen || !ValidKey(c.Key) {
+		return checkRequest(c) // a bad key is reported before the namespace
 	}
-	if len(c.Namespace) > MaxKeyLen {
-		return fmt.Errorf("%w: namespace length %d over %d", ErrInvalidKey, len(c.Namespace), MaxKeyLen)
-	}
-	if c.Cost < 0 || c.Cost > MaxCost {
-		return fmt.Errorf("%w: cost %d outside 0..%d", ErrInvalidCost, c.Cost, int64(MaxCost))
-	}
-	if c.Op > OpCharge {
-		return fmt.Errorf("%w: unknown op %d", ErrInvalidRule, c.Op)
-	}
-	if c.MaxWait < 0 {
-		return fmt.Errorf("%w: negative max wait %s", ErrInvalidCost, c.MaxWait)
-	}
-	return nil
+	return fmt.Errorf("%w: namespace length %d over %d", ErrInvalidKey, len(c.Namespace), MaxKeyLen)
 }
 
 // Store applies algorithms to keyed state atomically, using its own clock.
