@@ -240,13 +240,29 @@ func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64
 		}
 		return o, out, nil
 	}
-	if w := wait(v.a, cost, l); w > 0 {
+	u := units(cost, l)
+	if w := u.sub(v.a, l.Count).ceil(); w > 0 {
 		o, out := v.keep(state, dst, l)
 		o.RetryAfter = w
 		return o, out, nil
 	}
-	o, out, _ := v.commit(state, dst, v.a.sub(units(cost, l), l.Count), l)
-	return o, out, nil
+	next := v.a.sub(u, l.Count)
+	if !v.full {
+		o, out, _ := v.commit(state, dst, next, l)
+		return o, out, nil
+	}
+	// From the full bucket, a = τ = Burst·T and a' = (Burst−cost)·T
+	// exactly, so Remaining is Burst−cost and ResetAfter is ceil(cost·T),
+	// without the divisions of outcome. S' = now − a' <= now always fits.
+	out, _ := v.encode(dst, next, l)
+	reset := u.ceil()
+	return ratelimit.Outcome{
+		Allowed:    true,
+		Changed:    !bytes.Equal(state, out),
+		Remaining:  l.Burst - cost,
+		ResetAfter: reset,
+		TTL:        reset,
+	}, out, nil
 }
 
 // Reserve takes cost units now, going into debt when the bucket holds

@@ -55,13 +55,14 @@ func Settle(n, f, t, now int64, l ratelimit.Limit) Bucket {
 	var c uint64
 	lo, c = bits.Add64(lo, uint64(f), 0)
 	hi += c
-	if hi >= uint64(l.Period) {
-		return Full(now, l) // the refill alone exceeds 2^64 tokens
-	}
-	q, r := bits.Div64(hi, lo, uint64(l.Period))
-	if q >= uint64(l.Burst-n) {
+	// floor(total/Period) >= Burst−n exactly when total >= (Burst−n)·Period,
+	// so a bucket that refills to Burst costs no division. Otherwise the
+	// quotient is below Burst−n < 2^63, so the division cannot overflow.
+	kh, kl := bits.Mul64(uint64(l.Burst-n), uint64(l.Period))
+	if hi > kh || (hi == kh && lo >= kl) {
 		return Full(now, l)
 	}
+	q, r := bits.Div64(hi, lo, uint64(l.Period))
 	return Bucket{N: n + int64(q), F: int64(r), T: now}
 }
 
