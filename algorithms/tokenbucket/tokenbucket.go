@@ -122,8 +122,19 @@ func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64
 		}
 		return o, out, nil
 	}
-	o, out := v.commit(state, dst, v.N-cost, l)
-	return o, out, nil
+	// commit and outcome, written out for the hot path: 0 <= n < Burst.
+	n := v.N - cost
+	out := v.encode(dst, n, l)
+	b := v.Bucket
+	b.N = n
+	reset := arith.AddDur(v.skew, b.Wait(l.Burst, l))
+	return ratelimit.Outcome{
+		Allowed:    true,
+		Changed:    !bytes.Equal(state, out),
+		Remaining:  n,
+		ResetAfter: reset,
+		TTL:        reset,
+	}, out, nil
 }
 
 // commit writes the bucket with n whole tokens at the view's instant.
