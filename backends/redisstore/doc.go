@@ -38,7 +38,12 @@
 // per-second to per-day limits. Lua numbers are doubles, exact only below
 // 2^53, and Unix time in nanoseconds is near 2^61, so the script keeps
 // instants as two 32-bit halves, computes only differences as numbers, and
-// does products such as elapsed·Count with an exact shift-and-add. Its
+// divides a product such as elapsed·Count directly when it is below 2^52,
+// with an exact shift-and-add otherwise. The store precomputes each
+// limit's spans (τ, the cost's and one unit's emission time, the debt
+// bound) as exact quotient and remainder and sends them, with the limit,
+// as one binary argument per check that the script decodes with a single
+// struct.unpack; states are decoded and encoded with struct as well. Its
 // decisions and stored states equal the Go algorithms' bit for bit (the
 // package's differential tests compare them at injected instants). When it
 // meets a state outside its exact range (one more than 2^51 ns in the

@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
+	"math"
 	"math/bits"
-	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/gcra"
@@ -18,7 +20,8 @@ var nativeSrc string
 var nativeScript = newScript(nativeSrc)
 
 const (
-	// nativeStride is the number of ARGV values per check in native.lua.
+	// nativeStride is the number of values in native.lua's argument for
+	// one check.
 	nativeStride = 13
 	// nativeSpanLimit bounds Period and the time to refill Burst for the
 	// native path (2^51 ns, about 26 days): every span native.lua computes
@@ -30,17 +33,24 @@ const (
 	debtCap = 1 << 52
 )
 
+// Algorithm codes of native.lua.
+const (
+	codeNone = iota
+	codeGCRA
+	codeTokenBucket
+)
+
 // nativeAlg returns the native.lua code of an in-repo algorithm with a Lua
-// program, or "" when there is none. Only the exact in-repo types match:
-// another algorithm reusing a name takes the generic path.
-func nativeAlg(alg ratelimit.Algorithm) string {
+// program, or codeNone when there is none. Only the exact in-repo types
+// match: another algorithm reusing a name takes the generic path.
+func nativeAlg(alg ratelimit.Algorithm) int {
 	switch alg.(type) {
 	case gcra.Algorithm, *gcra.Algorithm:
-		return "g"
+		return codeGCRA
 	case tokenbucket.Algorithm, *tokenbucket.Algorithm:
-		return "t"
+		return codeTokenBucket
 	}
-	return ""
+	return codeNone
 }
 
 // nativeCovers reports whether native.lua can apply every check exactly:
@@ -49,7 +59,7 @@ func nativeAlg(alg ratelimit.Algorithm) string {
 func nativeCovers(checks []ratelimit.Check) bool {
 	for i := range checks {
 		c := &checks[i]
-		if c.Op != ratelimit.OpTake || nativeAlg(c.Algorithm) == "" {
+		if c.Op != ratelimit.OpTake || nativeAlg(c.Algorithm) == codeNone {
 			return false
 		}
 		if c.Limit.Period > nativeSpanLimit || c.Limit.FillTime() > nativeSpanLimit {
@@ -73,25 +83,53 @@ func maxDebt(l ratelimit.Limit) int64 {
 	return min(ratelimit.MulDivFloor(int64(ratelimit.MaxWindowSpan), l.Count, int64(l.Period)), 1<<50)
 }
 
+// headArg returns native.lua's first argument: the PEXPIRE margin in
+// milliseconds and, with a test clock, now as Unix seconds and
+// nanoseconds (-1 and 0 for the server's TIME). ok is false for a test
+// instant before 1970, which native.lua does not handle.
+func (s *Store) headArg() (arg any, ok bool) {
+	if s.cfg.clock == nil {
+		return s.marginArg, true
+	}
+	now := s.cfg.clock.Now()
+	if now < 0 {
+		return nil, false
+	}
+	margin := int64(s.cfg.ttlMargin / time.Millisecond)
+	return string(appendDoubles(nil, margin, now/1e9, now%1e9)), true
+}
+
+// appendDoubles appends each value as a little-endian IEEE 754 double,
+// the encoding native.lua decodes with struct.unpack. Every value must be
+// an integer of magnitude below 2^53, which a double holds exactly.
+func appendDoubles(b []byte, vs ...int64) []byte {
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
+	}
+	return b
+}
+
+// argsPool recycles the argument slices of native.lua calls.
+var argsPool = sync.Pool{New: func() any { return new([]any) }}
+
 // applyNative runs every check in one native.lua call. When the script
 // meets a state it cannot decide exactly (see native.lua) it writes
 // nothing and the call is decided on the generic path.
 func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys []string, out []ratelimit.Outcome) (bool, error) {
-	args := make([]any, 3, 3+nativeStride*len(checks))
-	args[0], args[1] = "", ""
-	if s.cfg.clock != nil {
-		now := s.cfg.clock.Now()
-		if now < 0 {
-			return s.applyGeneric(ctx, checks, keys, out)
-		}
-		args[0], args[1] = strconv.FormatInt(now/1e9, 10), strconv.FormatInt(now%1e9, 10)
+	head, ok := s.headArg()
+	if !ok {
+		return s.applyGeneric(ctx, checks, keys, out)
 	}
-	args[2] = s.marginArg
+	ap := argsPool.Get().(*[]any)
+	args := append((*ap)[:0], head)
 	for i := range checks {
-		args = append(args, s.checkArgs(&checks[i])...)
+		args = append(args, s.checkArg(&checks[i]))
 	}
 	s.nativeCalls.Add(1)
 	reply, err := s.run(ctx, nativeScript, keys, args)
+	clear(args)
+	*ap = args[:0]
+	argsPool.Put(ap)
 	if err != nil {
 		return false, err
 	}
@@ -146,29 +184,28 @@ func debtSpan(l ratelimit.Limit) (q, r int64, ok bool) {
 	return int64(uq), int64(ur), true
 }
 
-// argsKey identifies the native.lua arguments of a check.
+// argsKey identifies the native.lua argument of a check.
 type argsKey struct {
-	code string
+	code int
 	cost int64
 	lim  ratelimit.Limit
 }
 
 // maxCachedArgs bounds the argument cache; checks beyond it build their
-// arguments on each call.
+// argument on each call.
 const maxCachedArgs = 4096
 
-// checkArgs returns the nativeStride arguments of c. They depend only on
-// the algorithm, the cost and the limit, so they are cached (boxing a dozen
-// int64 values is most of a call's allocations); the returned slice must
-// not be modified.
-func (s *Store) checkArgs(c *ratelimit.Check) []any {
+// checkArg returns native.lua's argument for c: nativeStride doubles (see
+// appendDoubles). It depends only on the algorithm, the cost and the
+// limit, so it is cached, already boxed as an interface value.
+func (s *Store) checkArg(c *ratelimit.Check) any {
 	k := argsKey{nativeAlg(c.Algorithm), c.Cost, c.Limit}
 	if v, ok := s.argsCache.Load(k); ok {
-		return v.([]any)
+		return v
 	}
 	l := c.Limit
 	var p [8]int64
-	if k.code == "g" {
+	if k.code == codeGCRA {
 		p[0], p[1] = units(l.Burst, l)
 		if c.Cost <= l.Burst {
 			p[2], p[3] = units(c.Cost, l)
@@ -180,11 +217,10 @@ func (s *Store) checkArgs(c *ratelimit.Check) []any {
 		}
 		p[6], p[7] = dq, dr
 	}
-	a := make([]any, 0, nativeStride)
-	a = append(a, k.code, c.Cost, l.Burst, l.Count, int64(l.Period))
-	for _, v := range p {
-		a = append(a, v)
-	}
+	b := make([]byte, 0, 8*nativeStride)
+	b = appendDoubles(b, int64(k.code), c.Cost, l.Burst, l.Count, int64(l.Period))
+	b = appendDoubles(b, p[:]...)
+	var a any = string(b)
 	if s.argsCached.Load() < maxCachedArgs {
 		if _, loaded := s.argsCache.LoadOrStore(k, a); !loaded {
 			s.argsCached.Add(1)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log"
 	"reflect"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,9 +50,10 @@ type Store struct {
 	// Counters of native.lua calls and of those that fell back to the
 	// generic path, read by tests.
 	nativeCalls, nativeFallbacks atomic.Int64
-	// marginArg is native.lua's PEXPIRE margin argument, in milliseconds.
-	marginArg string
-	// argsCache maps an argsKey to native.lua's arguments for it;
+	// marginArg is native.lua's first argument without a test clock (see
+	// headArg).
+	marginArg any
+	// argsCache maps an argsKey to native.lua's argument for it;
 	// argsCached counts its entries.
 	argsCache  sync.Map
 	argsCached atomic.Int64
@@ -83,7 +83,7 @@ func New(client Client, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s.marginArg = strconv.FormatInt(int64(s.cfg.ttlMargin/time.Millisecond), 10)
+	s.marginArg = string(appendDoubles(nil, int64(s.cfg.ttlMargin/time.Millisecond), -1, 0))
 	var ctxTimeouts bool
 	switch c := client.(type) {
 	case *redis.Client:

@@ -5,28 +5,35 @@
 -- Lua numbers are doubles: integers are exact below 2^53. The store sends
 -- a check here only when Period and the time to refill Burst are at most
 -- 2^51 ns (about 26 days), so every span fits; products such as
--- elapsed*Count, which do not, go through muldiv (exact shift-and-add with
--- a running quotient and remainder). Absolute instants (~1.8e18 ns) are
--- kept as two 32-bit halves (hi, lo) and only differences are taken as
--- numbers. Any case outside these bounds (a state far in the future, debt,
--- corrupt state) makes the script return {-1} before writing anything, and
--- the store then decides that call on its generic path.
+-- elapsed*Count, which may not, go through muldiv (a direct division when
+-- the product is below 2^52, else an exact shift-and-add with a running
+-- quotient and remainder). Absolute instants (~1.8e18 ns) are kept as two
+-- 32-bit halves (hi, lo) and only differences are taken as numbers. Any
+-- case outside these bounds (a state far in the future, debt, corrupt
+-- state) makes the script return {-1} before writing anything, and the
+-- store then decides that call on its generic path.
 --
+-- Arguments are binary, decoded with the struct library (one C call
+-- instead of a tonumber per value); every value is an integer below 2^53,
+-- so the little-endian doubles carry it exactly.
 -- KEYS: one state key per check (a key may repeat; checks apply in order).
--- ARGV[1], ARGV[2]: '' and '' to use TIME, or Unix seconds and nanoseconds
---   injected by tests (WithTestClock).
--- ARGV[3]: milliseconds added to every PEXPIRE.
--- Then STRIDE values per check: algorithm ('g' or 't'), cost, burst, count,
--- period, then for gcra the spans (q + r/count ns) tau, units(cost),
--- units(1) and debt as q, r pairs; for tokenbucket, zeros.
+-- ARGV[1]: three doubles: the PEXPIRE margin in milliseconds, then Unix
+--   seconds and nanoseconds injected by tests (WithTestClock), or -1 and 0
+--   to use TIME.
+-- ARGV[1+i]: thirteen doubles for check i: algorithm (1 gcra, 2
+--   tokenbucket), cost, burst, count, period, then for gcra the spans
+--   (q + r/count ns) tau, units(cost), units(1) and debt as q, r pairs; for
+--   tokenbucket, zeros.
 -- Returns {status, then per check: allowed, changed, remaining,
 -- retry_after (-1 for never), reset_after, ttl} with status 1 (all allowed,
 -- written), 0 (denied, nothing written) or -1 (use the generic path).
 
 local TWO32 = 4294967296
 local LIMIT = 1048576 -- 2^20: |hi difference| below it keeps a difference exact
-local STRIDE = 13
+local CAP = 2251799813685248 -- 2^51
+local P52 = 4503599627370496 -- 2^52
 local floor = math.floor
+local unpack, pack = struct.unpack, struct.pack
 
 -- idiv returns floor(x/y) and x mod y exactly for 0 <= x < 2^52, 0 < y.
 local function idiv(x, y)
@@ -43,21 +50,16 @@ end
 -- divided directly. Otherwise y is consumed in digits of k bits from the
 -- top, the partial product kept as a quotient and a remainder of z, with k
 -- chosen so that z*2^k <= 2^52: no intermediate passes 2^53.
-local CAP = 2251799813685248 -- 2^51
-local LN2 = 0.6931471805599453
 local function muldiv(x, y, add, z)
-  local prod = x * y
-  if prod < 4503599627370496 and add < 4503599627370496 then -- 2^52
+  local prod = x * y + add
+  if prod < P52 then
     local q, r = idiv(prod, z)
-    local aq, ar = idiv(add, z)
-    q, r = q + aq, r + ar
-    if r >= z then r = r - z; q = q + 1 end
     if q > CAP then return nil end
     return q, r
   end
   local xq, xr = idiv(x, z)
   local aq, ar = 0, 0
-  local k = 50 - floor(math.log(z) / LN2)
+  local k = 50 - floor(math.log(z) / 0.6931471805599453)
   if k < 1 then k = 1 end
   local base = 2 ^ k
   local p = 1
@@ -80,212 +82,139 @@ local function muldiv(x, y, add, z)
   return q, r
 end
 
-local function ceildiv(x, y)
-  local q, r = idiv(x, y)
-  if r > 0 then q = q + 1 end
-  return q
-end
-
--- instant returns sec*1e9 + sub*scale as (hi, lo), lo in 0..2^32-1.
-local function instant(sec, sub, scale)
-  local a = floor(sec / 65536)
-  local b = sec - a * 65536
-  local m = a * 1000000000
-  local hi = floor(m / 65536)
-  local lo = (m - hi * 65536) * 65536 + b * 1000000000 + sub * scale
-  local c = floor(lo / TWO32)
-  return hi + c, lo - c * TWO32
-end
-
--- get64 reads 8 big-endian bytes at i as a signed (hi, lo).
-local function get64(s, i)
-  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(s, i, i + 7)
-  local hi = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
-  if hi >= 2147483648 then hi = hi - TWO32 end
-  return hi, ((b5 * 256 + b6) * 256 + b7) * 256 + b8
-end
-
--- bytes4 returns the 4 big-endian bytes of 0 <= v < 2^32.
-local function bytes4(v)
-  return floor(v / 16777216) % 256, floor(v / 65536) % 256, floor(v / 256) % 256, v % 256
-end
-
--- enc returns tag followed by 8 big-endian bytes for each signed (hi, lo)
--- pair given, building the state with a single string.char call.
-local function enc(tag, h1, l1, h2, l2, h3, l3)
-  if h1 < 0 then h1 = h1 + TWO32 end
-  if h2 < 0 then h2 = h2 + TWO32 end
-  local a1, a2, a3, a4 = bytes4(h1)
-  local b1, b2, b3, b4 = bytes4(l1)
-  local c1, c2, c3, c4 = bytes4(h2)
-  local d1, d2, d3, d4 = bytes4(l2)
-  if h3 == nil then
-    return string.char(tag, a1, a2, a3, a4, b1, b2, b3, b4, c1, c2, c3, c4, d1, d2, d3, d4)
-  end
-  if h3 < 0 then h3 = h3 + TWO32 end
-  local e1, e2, e3, e4 = bytes4(h3)
-  local f1, f2, f3, f4 = bytes4(l3)
-  return string.char(tag, a1, a2, a3, a4, b1, b2, b3, b4, c1, c2, c3, c4, d1, d2, d3, d4,
-    e1, e2, e3, e4, f1, f2, f3, f4)
-end
-
--- small returns hi*2^32+lo when it is exact (|value| < 2^52), else nil.
-local function small(hi, lo)
-  if hi >= -LIMIT and hi < LIMIT then return hi * TWO32 + lo end
-  return nil
-end
-
--- diff returns (ah,al) - (bh,bl) when exact, else nil.
-local function diff(ah, al, bh, bl)
-  return small(ah - bh, al - bl)
-end
-
--- tsub returns (hi, lo) - q for an integer |q| < 2^52.
-local function tsub(hi, lo, q)
-  local qh = floor(q / TWO32)
-  hi = hi - qh
-  lo = lo - (q - qh * TWO32)
-  if lo < 0 then lo = lo + TWO32; hi = hi - 1 end
-  if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
-  return hi, lo
-end
-
--- split returns an integer |v| < 2^52 as a signed (hi, lo).
-local function split(v)
-  local h = floor(v / TWO32)
-  return h, v - h * TWO32
-end
-
--- Spans: q + r/c nanoseconds with 0 <= r < c.
-local function ssub(aq, ar, bq, br, c)
-  local q, r = aq - bq, ar - br
-  if r < 0 then r = r + c; q = q - 1 end
-  return q, r
-end
-
-local function sless(aq, ar, bq, br)
-  return aq < bq or (aq == bq and ar < br)
-end
-
-local function sceil(q, r)
-  if q < 0 then return 0 end
-  if r > 0 then return q + 1 end
-  return q
-end
-
--- gcra_outcome returns the remaining tokens and the reset time of a GCRA
--- state whose refill is the span q + r/count.
-local function gcra_outcome(q, r, tq, tr, count, period, burst)
-  local reset = sceil(ssub(tq, tr, q, r, count))
-  if q < 0 then return 0, reset end
-  local n = muldiv(q, count, r, period)
-  if n == nil or n > burst then n = burst end
-  return n, reset
-end
-
--- gcra mirrors algorithms/gcra Decide. Returns nil to fall back, or
--- allowed, new state, remaining, retry (-1 never), reset, ttl.
-local function gcra(state, nh, nl, b)
-  local cost, burst, count, period = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
-  local tq, tr = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
-  -- units(1) and the debt span are parsed only when needed: tonumber is
-  -- a large share of the script's cost.
-  local aq, ar = tq, tr
-  local dq, dr
-  local none = true
+-- gcra mirrors algorithms/gcra Decide. Spans are q + r/count ns with
+-- 0 <= r < count. Returns nil to fall back, or allowed, new state,
+-- remaining, retry (-1 never), reset, ttl.
+local function gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr)
+  local aq, ar = tq, tr -- refill a, clamped to tau
   if state then
-    none = false
-    if #state ~= 17 or string.byte(state, 1) ~= 0x21 then return nil end
-    local sh, sl = get64(state, 2)
-    local f = small(get64(state, 10))
-    if f == nil or f < 0 or f >= count then f = 0 end
-    local d = diff(nh, nl, sh, sl)
-    if d == nil then
-      if nh < sh then return nil end
+    if #state ~= 17 then return nil end
+    local tag, sh, sl, f = unpack('>Bi4I4i8', state)
+    if tag ~= 0x21 then return nil end
+    -- f is exact below 2^53; a larger or negative one is taken as 0
+    -- either way, since count <= 2^40.
+    if f < 0 or f >= count then f = 0 end
+    local dh = nh - sh
+    local d
+    if dh >= -LIMIT and dh < LIMIT then
+      d = dh * TWO32 + (nl - sl)
+    elseif dh < 0 then
+      return nil
+    else
       d = tq + 2 -- far in the past: full
     end
     if d >= 0 then
-      if d > tq + 1 then
-        aq, ar = tq, tr
-      else
-        aq, ar = ssub(d, 0, 0, f, count)
+      if d <= tq + 1 then
+        aq, ar = d, -f
+        if ar < 0 then ar = ar + count; aq = aq - 1 end
       end
     else
       d = -d
-      if d > CAP then return nil end -- 2^51
-      dq, dr = tonumber(ARGV[b + 11]), tonumber(ARGV[b + 12])
+      if d > CAP then return nil end
       if d > dq + 1 then
-        aq, ar = ssub(-dq, 0, 0, dr, count)
+        aq, ar = -dq, -dr
       else
-        aq, ar = ssub(-d, 0, 0, f, count)
+        aq, ar = -d, -f
       end
+      if ar < 0 then ar = ar + count; aq = aq - 1 end
     end
     -- clamp to -debt..tau (only a negative refill can reach -debt)
-    if sless(tq, tr, aq, ar) then
+    if tq < aq or (tq == aq and tr < ar) then
       aq, ar = tq, tr
     elseif aq < 0 then
-      if dq == nil then dq, dr = tonumber(ARGV[b + 11]), tonumber(ARGV[b + 12]) end
-      local lq, lr = ssub(0, 0, dq, dr, count)
-      if sless(aq, ar, lq, lr) then aq, ar = lq, lr end
+      local lq, lr = -dq, -dr
+      if lr < 0 then lr = lr + count; lq = lq - 1 end
+      if aq < lq or (aq == lq and ar < lr) then aq, ar = lq, lr end
     end
   end
-  local outcome = gcra_outcome
-  if cost == 0 or cost > burst then
-    local rem, reset = outcome(aq, ar, tq, tr, count, period, burst)
-    local ttl = reset
-    if none then ttl = 0 end
-    if cost == 0 then
-      local w = sceil(ssub(tonumber(ARGV[b + 9]), tonumber(ARGV[b + 10]), aq, ar, count))
-      return w == 0, state, rem, w, reset, ttl
+  local wq, wr -- the span to wait for: units(cost), or units(1) to peek
+  if cost == 0 then
+    wq, wr = oq, o_r
+  elseif cost <= burst then
+    wq, wr = uq, ur
+  end
+  local allowed = false
+  if wq ~= nil then
+    -- w = ceil(span - a), 0 when a covers the span
+    local q, r = wq - aq, wr - ar
+    if r < 0 then r = r + count; q = q - 1 end
+    if q < 0 then
+      wq = 0
+    else
+      wq = q
+      if r > 0 then wq = q + 1 end
     end
-    return false, state, rem, -1, reset, ttl
+    allowed = wq == 0
   end
-  local uq, ur = tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8])
-  local w = sceil(ssub(uq, ur, aq, ar, count))
-  if w > 0 then
-    local rem, reset = outcome(aq, ar, tq, tr, count, period, burst)
-    local ttl = reset
-    if none then ttl = 0 end
-    return false, state, rem, w, reset, ttl
+  local out = state
+  if allowed and cost > 0 then
+    -- a' = a - units(cost); S' = now - a', kept as s + f/count
+    aq, ar = aq - uq, ar - ur
+    if ar < 0 then ar = ar + count; aq = aq - 1 end
+    local q, f = aq, 0
+    if ar > 0 then q = q + 1; f = count - ar end
+    local qh = floor(q / TWO32)
+    local sh, sl = nh - qh, nl - (q - qh * TWO32)
+    if sl < 0 then sl = sl + TWO32; sh = sh - 1 end
+    if sl >= TWO32 then sl = sl - TWO32; sh = sh + 1 end
+    if sh < 0 then return nil end
+    out = pack('>Bi4I4i8', 0x21, sh, sl, f)
   end
-  local xq, xr = ssub(aq, ar, uq, ur, count)
-  local q, f = xq, 0
-  if xr > 0 then q = q + 1; f = count - xr end
-  local sh, sl = tsub(nh, nl, q)
-  if sh < 0 then return nil end
-  local fh, fl = split(f)
-  local out = enc(0x21, sh, sl, fh, fl)
-  local rem, reset = outcome(xq, xr, tq, tr, count, period, burst)
-  return true, out, rem, 0, reset, reset
+  -- remaining = floor(a*count/period), 0 in debt, at most burst;
+  -- reset = ceil(tau - a)
+  local rq, rr = tq - aq, tr - ar
+  if rr < 0 then rr = rr + count; rq = rq - 1 end
+  local reset = 0
+  if rq >= 0 then
+    reset = rq
+    if rr > 0 then reset = rq + 1 end
+  end
+  local rem = 0
+  if aq >= 0 then
+    rem = muldiv(aq, count, ar, period)
+    if rem == nil or rem > burst then rem = burst end
+  end
+  local ttl = reset
+  if not state and out == state then ttl = 0 end
+  if cost > burst then return false, out, rem, -1, reset, ttl end
+  if cost == 0 then return allowed, out, rem, wq, reset, ttl end
+  return allowed, out, rem, wq, reset, ttl
+end
+
+-- tbwait returns ceil(((x-level)*period - f)/count) plus skew, 0 when
+-- level >= x, or nil when it does not fit.
+local function tbwait(x, level, period, count, f, skew)
+  if level >= x then return 0 end
+  local q = muldiv(x - level - 1, period, period - f + count - 1, count)
+  if q == nil then return nil end
+  return skew + q
 end
 
 -- tokenbucket mirrors algorithms/tokenbucket Decide.
-local function tokenbucket(state, nh, nl, b)
-  local cost, burst, count, period = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+local function tokenbucket(state, nh, nl, cost, burst, count, period)
   local n, f, th, tl, skew = burst, 0, nh, nl, 0
   if state then
-    if #state ~= 25 or string.byte(state, 1) ~= 0x11 then return nil end
-    local sn = small(get64(state, 2))
-    f = small(get64(state, 10))
-    local sh, sl = get64(state, 18)
-    local d = diff(nh, nl, sh, sl)
-    if d == nil then
-      if nh < sh then return nil end
-      d = nil -- far in the past: full
-    elseif d < 0 then
-      skew = -d
-      if skew > CAP then return nil end
-      nh, nl, d = sh, sl, 0
-    end
-    if f == nil or f < 0 or f >= period then f = 0 end
-    if sn == nil then
-      local h = get64(state, 2)
-      if h < 0 then return nil end
-      sn = burst
-    end
+    if #state ~= 25 then return nil end
+    local tag, sn, sf, sh, sl = unpack('>Bi8i8i4I4', state)
+    if tag ~= 0x11 then return nil end
+    local dh = nh - sh
+    local d
+    if dh >= -LIMIT and dh < LIMIT then
+      d = dh * TWO32 + (nl - sl)
+      if d < 0 then
+        skew = -d
+        if skew > CAP then return nil end
+        nh, nl, d = sh, sl, 0
+      end
+    elseif dh < 0 then
+      return nil
+    end -- else far in the past: full (d == nil)
+    -- sf and sn are exact below 2^53: beyond it they are out of range
+    -- either way (period <= 2^51, burst <= 2^40).
+    f = sf
+    if f < 0 or f >= period then f = 0 end
     if sn < 0 then return nil end -- debt: generic path
-    if sn > burst then sn = burst end
-    if sn == burst or d == nil then
+    if sn >= burst or d == nil then
       n, f = burst, 0
     else
       local q, r = muldiv(d, count, f, period)
@@ -297,73 +226,96 @@ local function tokenbucket(state, nh, nl, b)
     end
     th, tl = nh, nl
   end
-  -- wait returns ceil(((x-level)*period - f)/count) plus the skew, 0 when
-  -- level >= x, or nil when it does not fit.
-  local function wait(x, level)
-    if level >= x then return 0 end
-    local q = muldiv(x - level - 1, period, period - f + count - 1, count)
-    if q == nil then return nil end
-    return skew + q
+  local allowed = cost > 0 and cost <= burst and n >= cost
+  local level, out = n, state
+  if allowed then
+    level = n - cost
+    out = false
+    if level < burst then out = pack('>Bi8i8i4I4', 0x11, level, f, th, tl) end
   end
-  local function outcome(level)
-    local rem = level
-    if rem < 0 then rem = 0 end
-    local reset = 0
-    if level < burst then reset = wait(burst, level) end
-    return rem, reset
-  end
-  if cost == 0 or cost > burst or n < cost then
-    local rem, reset = outcome(n)
-    local retry = -1
-    if cost == 0 then retry = wait(1, n) elseif cost <= burst then retry = wait(cost, n) end
-    if reset == nil or retry == nil then return nil end
-    local ttl = reset
-    if not state then ttl = 0 end
-    if cost > burst then return false, state, rem, -1, reset, ttl end
-    if cost == 0 then return n >= 1, state, rem, retry, reset, ttl end
-    return false, state, rem, retry, reset, ttl
-  end
-  local level = n - cost
-  local out = false
+  local reset = 0
   if level < burst then
-    local nh2, nl2 = split(level)
-    local fh, fl = split(f)
-    out = enc(0x11, nh2, nl2, fh, fl, th, tl)
+    reset = tbwait(burst, level, period, count, f, skew)
+    if reset == nil then return nil end
   end
-  local rem, reset = outcome(level)
-  if reset == nil then return nil end
-  return true, out, rem, 0, reset, reset
+  local rem = level
+  if rem < 0 then rem = 0 end
+  if allowed then return true, out, rem, 0, reset, reset end
+  local ttl = reset
+  if not state then ttl = 0 end
+  if cost > burst then return false, out, rem, -1, reset, ttl end
+  local retry
+  if cost == 0 then retry = tbwait(1, n, period, count, f, skew) else retry = tbwait(cost, n, period, count, f, skew) end
+  if retry == nil then return nil end
+  if cost == 0 then return n >= 1, out, rem, retry, reset, ttl end
+  return false, out, rem, retry, reset, ttl
 end
 
-local nh, nl
-if ARGV[1] == '' then
+local F13 = '<ddddddddddddd'
+local function decide(state, nh, nl, arg)
+  local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack(F13, arg)
+  if alg == 1 then
+    return gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr)
+  end
+  return tokenbucket(state, nh, nl, cost, burst, count, period)
+end
+
+-- now as (hi, lo): sec*1e9 + ns, lo in 0..2^32-1
+local margin, sec, ns = unpack('<ddd', ARGV[1])
+if sec < 0 then
   local t = redis.call('TIME')
-  nh, nl = instant(tonumber(t[1]), tonumber(t[2]), 1000)
-else
-  nh, nl = instant(tonumber(ARGV[1]), tonumber(ARGV[2]), 1)
+  sec, ns = tonumber(t[1]), tonumber(t[2]) * 1000
 end
-local margin = tonumber(ARGV[3])
+local nh, nl
+do
+  local a = floor(sec / 65536)
+  local m = a * 1000000000
+  local hi = floor(m / 65536)
+  local lo = (m - hi * 65536) * 65536 + (sec - a * 65536) * 1000000000 + ns
+  local c = floor(lo / TWO32)
+  nh, nl = hi + c, lo - c * TWO32
+end
 
-local cur, orig, last, changed = {}, {}, {}, {}
+-- pexpire returns the PX argument for a TTL in ns: ceil(ttl/1e6) + margin.
+local function pexpire(ttl)
+  local q, r = idiv(ttl, 1000000)
+  if r > 0 then q = q + 1 end
+  return q + margin
+end
+
+if #KEYS == 1 then
+  local k = KEYS[1]
+  local state = redis.call('GET', k)
+  local ok, out, rem, retry, reset, ttl = decide(state, nh, nl, ARGV[2])
+  if ok == nil then return {-1} end
+  if not ok then return {0, 0, 0, rem, retry, reset, ttl} end
+  local ch = 0
+  if out ~= state then
+    ch = 1
+    if out == false or ttl <= 0 then
+      redis.call('DEL', k)
+    else
+      redis.call('SET', k, out, 'PX', pexpire(ttl))
+    end
+  end
+  return {1, 1, ch, rem, retry, reset, ttl}
+end
+
+local cur, last, changed = {}, {}, {}
 local reply = {0}
 local allowed = true
 for i = 1, #KEYS do
   local k = KEYS[i]
-  if orig[k] == nil then
-    orig[k] = redis.call('GET', k)
-    cur[k] = orig[k]
+  local s = cur[k]
+  if s == nil then
+    s = redis.call('GET', k)
+    cur[k] = s
   end
-  local base = 4 + (i - 1) * STRIDE
-  local ok, out, rem, retry, reset, ttl
-  if ARGV[base] == 'g' then
-    ok, out, rem, retry, reset, ttl = gcra(cur[k], nh, nl, base)
-  else
-    ok, out, rem, retry, reset, ttl = tokenbucket(cur[k], nh, nl, base)
-  end
+  local ok, out, rem, retry, reset, ttl = decide(s, nh, nl, ARGV[i + 1])
   if ok == nil then return {-1} end
   local ch = 0
   if ok then
-    if out ~= cur[k] then ch = 1; changed[k] = true end
+    if out ~= s then ch = 1; changed[k] = true end
     cur[k] = out
   else
     allowed = false
@@ -384,7 +336,7 @@ for k, _ in pairs(changed) do
   if s == false or ttl <= 0 then
     redis.call('DEL', k)
   else
-    redis.call('SET', k, s, 'PX', ceildiv(ttl, 1000000) + margin)
+    redis.call('SET', k, s, 'PX', pexpire(ttl))
   end
 end
 reply[1] = 1
