@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -181,7 +182,7 @@ func (m *MemoryStore) apply(sp *memSpace, c *Check) (Outcome, error) {
 	}
 	sh.out = out[:0]
 	if err == nil && o.Changed {
-		sh.storeSlot(c.Key, slot, found, now, o, out)
+		sh.storeSlot(c.Key, slot, found, now, o.TTL, out)
 	}
 	sh.mu.Unlock()
 	if err != nil {
@@ -218,12 +219,12 @@ func (sh *memShard) loadSlot(i uint32, found bool, now int64, dst []byte) []byte
 // store records the new state of key, or drops it when its TTL is over.
 func (sh *memShard) store(key string, now int64, o Outcome, state []byte) {
 	i, exists := sh.index[key]
-	sh.storeSlot(key, i, exists, now, o, state)
+	sh.storeSlot(key, i, exists, now, o.TTL, state)
 }
 
 // storeSlot is store for a key already looked up: slot i if exists.
-func (sh *memShard) storeSlot(key string, i uint32, exists bool, now int64, o Outcome, state []byte) {
-	if o.TTL <= 0 || len(state) == 0 {
+func (sh *memShard) storeSlot(key string, i uint32, exists bool, now int64, ttl time.Duration, state []byte) {
+	if ttl <= 0 || len(state) == 0 {
 		if exists {
 			sh.release(key, i)
 		}
@@ -235,7 +236,7 @@ func (sh *memShard) storeSlot(key string, i uint32, exists bool, now int64, o Ou
 		sh.index[strings.Clone(key)] = i
 	}
 	e := sh.entry(i)
-	e.expires = saturatingAdd(now, int64(o.TTL))
+	e.expires = saturatingAdd(now, int64(ttl))
 	if len(state) <= inlineState {
 		if e.n == bigState {
 			delete(sh.big, i)
