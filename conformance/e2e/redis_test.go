@@ -23,19 +23,17 @@ func redisPrefix(t *testing.T) string {
 	return "e2e" + hex.EncodeToString(b[:]) + ":"
 }
 
-// TestRedisStore runs the conformance suite on redisstore against the
-// standalone Redis from testenv, each store with its own client (a
-// separate pod).
-//
-// The store-down checks are left to backends/redisstore's own tests (which
-// kill and restart a child redis-server): restarting testenv's server
-// leaves its process-wait goroutine running, which the suite's leak check
-// reports as a leak of the store.
+// TestRedisStore runs the conformance suite on redisstore against a
+// standalone Redis private to the test, each store with its own client (a
+// separate pod). The server is private so that the store-down checks,
+// which kill and restart it, disturb no other test.
 func TestRedisStore(t *testing.T) {
-	srv := testenv.Redis(t)
+	srv := testenv.NewRedis(t)
 	prefix := redisPrefix(t)
 	h := storetest.Harness{
 		Algorithms: algorithms(),
+		Stop:       func(t *testing.T) { srv.Stop(t) },
+		Start:      func(t *testing.T) { srv.Start(t) },
 		NewStore: func(t *testing.T) ratelimit.Store {
 			c := redis.NewClient(&redis.Options{
 				Addr:                  srv.Addr(),
@@ -56,15 +54,18 @@ func TestRedisStore(t *testing.T) {
 }
 
 // TestRedisClusterStore runs the conformance suite on redisstore through
-// ClusterClients against the Redis Cluster from testenv. The suite's
-// composites use keys without hash tags, so the harness gives every key
-// one tag (WithHashTag); redisstore's own tests cover tags and the
-// cross-slot refusal.
+// ClusterClients against a one-node Redis Cluster private to the test,
+// which the store-down checks kill and restart. The suite's composites use
+// keys without hash tags, so the harness gives every key one tag
+// (WithHashTag); redisstore's own tests cover tags and the cross-slot
+// refusal.
 func TestRedisClusterStore(t *testing.T) {
-	srv := testenv.RedisCluster(t)
+	srv := testenv.NewRedisCluster(t)
 	prefix := redisPrefix(t)
 	storetest.Run(t, storetest.Harness{
 		Algorithms: algorithms(),
+		Stop:       func(t *testing.T) { srv.Stop(t) },
+		Start:      func(t *testing.T) { srv.Start(t) },
 		NewStore: func(t *testing.T) ratelimit.Store {
 			c := redis.NewClusterClient(&redis.ClusterOptions{
 				Addrs:                 srv.Addrs,

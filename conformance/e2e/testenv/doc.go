@@ -28,7 +28,13 @@
 //
 //	func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 //
-// Servers started by the package bind loopback ports only, and keep their
-// port across Server.Stop and Server.Start, so store-down tests can take a
-// server away under an open client and bring it back.
+// Servers started by the package bind loopback ports only. The shared
+// servers above serve every test of the binary and are never stopped.
+// NewRedis, NewRedisCluster and NewPostgres start a private server for one
+// test, removed when it ends; only that test and its subtests may take it
+// away with Server.Stop and bring it back on the same port with
+// Server.Start, so store-down tests never disturb tests running in
+// parallel. Child processes are reaped synchronously by Stop (no goroutine
+// waits on them), so a goroutine-leak check around a restart sees nothing
+// of the package's.
 package testenv

@@ -52,7 +52,11 @@ func bindLoopback(containerPort string, host int) testcontainers.CustomizeReques
 }
 
 // containerCtl stops, restarts and removes a container, waiting after a
-// restart until ready succeeds.
+// restart until ready succeeds. testcontainers-go closes its Docker
+// client's connections at the end of Container.Stop and Container.Start,
+// and ready closes its own client, so a restart leaves no goroutine
+// behind (TestRestartLeavesNoGoroutine checks it when a Docker engine
+// answers).
 type containerCtl struct {
 	ctr   testcontainers.Container
 	ready func(ctx context.Context) error

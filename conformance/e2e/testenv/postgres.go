@@ -121,8 +121,7 @@ type pgProc struct {
 	bin, dir string
 	port     int
 	cred     *syscall.Credential
-	cmd      *exec.Cmd
-	exited   chan struct{}
+	proc     *child // nil while stopped
 }
 
 // postgresProcess initialises a cluster and starts postgres as a child.
@@ -196,53 +195,32 @@ func (p *pgProc) command(name string, args ...string) *exec.Cmd {
 
 func (p *pgProc) start(ctx context.Context) error {
 	args := append([]string{"-D", p.data(), "-p", strconv.Itoa(p.port), "-k", p.dir, "-c", "listen_addresses=127.0.0.1"}, pgServerArgs...)
-	cmd := p.command("postgres", args...)
 	logPath := filepath.Join(p.dir, "server.log")
-	logf, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	proc, err := startChild(p.command("postgres", args...), logPath)
 	if err != nil {
 		return err
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return err
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = logf.Close()
-		close(exited)
-	}()
-	p.cmd, p.exited = cmd, exited
+	p.proc = proc
 	admin := fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", pgUser, pgPassword, p.port)
 	return retry(ctx, func(ctx context.Context) error {
-		select {
-		case <-exited:
+		if proc.exited() {
 			log, _ := os.ReadFile(logPath)
 			return fmt.Errorf("postgres exited: %s", tailText(log))
-		default:
 		}
 		return pingPostgres(ctx, admin)
 	})
 }
 
-// stop shuts the server down at once (SIGQUIT), as a crash would; the
-// next start runs crash recovery.
+// stop shuts the server down at once (SIGQUIT), as a crash would, killing
+// it after 10 seconds; the next start runs crash recovery. It returns once
+// the server has been reaped.
 func (p *pgProc) stop(ctx context.Context) error {
-	if p.cmd == nil {
+	if p.proc == nil {
 		return nil
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	p.cmd = nil
-	return nil
+	err := p.proc.stop(ctx, syscall.SIGQUIT, 10*time.Second)
+	p.proc = nil
+	return err
 }
 
 func (p *pgProc) terminate() error {

@@ -203,8 +203,7 @@ func clusterReady(ctx context.Context, addr string) error {
 type redisProc struct {
 	bin, dir, addr string
 	args           []string
-	cmd            *exec.Cmd
-	exited         chan struct{}
+	proc           *child // nil while stopped
 	ready          func(ctx context.Context) error
 }
 
@@ -240,50 +239,30 @@ func newRedisProcess(ctx context.Context, extra []string, port ...int) (*redisPr
 }
 
 func (p *redisProc) start(ctx context.Context) error {
-	cmd := exec.Command(p.bin, p.args...)
-	logf, err := os.OpenFile(filepath.Join(p.dir, "redis.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	logPath := filepath.Join(p.dir, "redis.log")
+	proc, err := startChild(exec.Command(p.bin, p.args...), logPath)
 	if err != nil {
 		return err
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return err
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = logf.Close()
-		close(exited)
-	}()
-	p.cmd, p.exited = cmd, exited
-	if err := retry(ctx, func(ctx context.Context) error {
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(p.dir, "redis.log"))
+	p.proc = proc
+	return retry(ctx, func(ctx context.Context) error {
+		if proc.exited() {
+			log, _ := os.ReadFile(logPath)
 			return fmt.Errorf("redis-server exited: %s", tailText(log))
-		default:
 		}
 		return p.ready(ctx)
-	}); err != nil {
-		return err
-	}
-	return nil
+	})
 }
 
-// stop kills the server, as a crash would.
+// stop kills the server, as a crash would, and returns once it has been
+// reaped.
 func (p *redisProc) stop(ctx context.Context) error {
-	if p.cmd == nil {
+	if p.proc == nil {
 		return nil
 	}
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.exited:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	p.cmd = nil
-	return nil
+	err := p.proc.stop(ctx, os.Kill, 0)
+	p.proc = nil
+	return err
 }
 
 func (p *redisProc) terminate() error {

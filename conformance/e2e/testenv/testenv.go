@@ -19,9 +19,11 @@ const (
 	KindPostgres     = "postgres"
 )
 
-// Server is one running server shared by the tests of a binary. Its fields
-// are read-only; Stop and Start must not be used while other tests use the
-// server concurrently.
+// Server is one running server. Its fields are read-only. A shared server
+// (from Redis, RedisCluster or Postgres) serves every test of the binary
+// and is never stopped; a private server (from NewRedis, NewRedisCluster
+// or NewPostgres) belongs to one test, which alone may stop and restart
+// it.
 type Server struct {
 	// Kind is KindRedis, KindRedisCluster or KindPostgres.
 	Kind string
@@ -35,11 +37,14 @@ type Server struct {
 	// DSN is the PostgreSQL connection URL; empty for Redis.
 	DSN string
 
-	ctl controller // nil for servers from the environment
+	ctl   controller // nil for servers from the environment
+	owner string     // name of the test owning a private server; "" if shared
 }
 
 // controller stops, restarts and finally removes a server the package
-// started.
+// started. Once stop or start returns, the controller has no goroutine
+// running on the server's behalf, so a goroutine-leak check that brackets
+// a restart sees none of its own.
 type controller interface {
 	stop(ctx context.Context) error
 	start(ctx context.Context) error
@@ -49,17 +54,18 @@ type controller interface {
 // Addr returns the first node's host:port.
 func (s *Server) Addr() string { return s.Addrs[0] }
 
-// CanStop reports whether Stop and Start work: true for servers the
-// package started, false for servers given in the environment.
-func (s *Server) CanStop() bool { return s.ctl != nil }
+// CanStop reports whether Stop and Start work: true for a private server,
+// false for a shared one.
+func (s *Server) CanStop() bool { return s.ctl != nil && s.owner != "" }
 
-// Stop takes the server down, keeping its data directory and port. It
-// fails t when the server cannot be stopped (see CanStop).
+// Stop takes a private server down, keeping its data directory and port.
+// Once it returns no goroutine of the package waits on the server. It
+// fails t when the server is shared (see CanStop) or when t is neither
+// the owning test nor one of its subtests, and it must not be called while
+// other subtests of the owner use the server.
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()
-	if s.ctl == nil {
-		t.Fatalf("testenv: %s from %s cannot be stopped", s.Kind, s.Source)
-	}
+	s.checkOwner(t, "stopped")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.ctl.stop(ctx); err != nil {
@@ -67,18 +73,38 @@ func (s *Server) Stop(t testing.TB) {
 	}
 }
 
-// Start brings a stopped server back on the same address and returns once
-// it answers queries again.
+// Start brings a stopped private server back on the same address and
+// returns once it answers queries again, with no goroutine of the package
+// left running. It fails t like Stop.
 func (s *Server) Start(t testing.TB) {
 	t.Helper()
-	if s.ctl == nil {
-		t.Fatalf("testenv: %s from %s cannot be started", s.Kind, s.Source)
-	}
+	s.checkOwner(t, "started")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := s.ctl.start(ctx); err != nil {
 		t.Fatalf("testenv: start %s: %v", s.Kind, err)
 	}
+}
+
+// checkOwner fails t unless s is private to t or to an ancestor of t, so
+// that stopping a server can never disturb a test that did not ask for it.
+func (s *Server) checkOwner(t testing.TB, what string) {
+	t.Helper()
+	if err := s.ownerErr(t.Name(), what); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ownerErr says why the test named name may not have s stopped or
+// started (what), or returns nil when it may.
+func (s *Server) ownerErr(name, what string) error {
+	if !s.CanStop() {
+		return fmt.Errorf("testenv: %s from %s is shared and cannot be %s: use a private server (NewRedis, NewRedisCluster, NewPostgres)", s.Kind, s.Source, what)
+	}
+	if name != s.owner && !strings.HasPrefix(name, s.owner+"/") {
+		return fmt.Errorf("testenv: %s belongs to %s and cannot be %s by %s", s.Kind, s.owner, what, name)
+	}
+	return nil
 }
 
 // lazy starts one kind of server the first time a test asks for it.
@@ -102,38 +128,110 @@ var errNone = errors.New("testenv: not available")
 
 // Redis returns the binary's standalone Redis server, starting it on first
 // use. Without one it skips t, or fails it when CI=true.
-func Redis(t testing.TB) *Server { return redisServer.get(t) }
+func Redis(t testing.TB) *Server {
+	t.Helper()
+	return redisServer.get(t)
+}
 
 // RedisCluster returns the binary's Redis Cluster (one node holding every
 // slot when the package starts it), starting it on first use. Without one
 // it skips t, or fails it when CI=true.
-func RedisCluster(t testing.TB) *Server { return clusterServer.get(t) }
+func RedisCluster(t testing.TB) *Server {
+	t.Helper()
+	return clusterServer.get(t)
+}
 
 // Postgres returns the binary's PostgreSQL server, starting it on first
 // use. Without one it skips t, or fails it when CI=true.
-func Postgres(t testing.TB) *Server { return pgServer.get(t) }
+func Postgres(t testing.TB) *Server {
+	t.Helper()
+	return pgServer.get(t)
+}
 
 func (l *lazy) get(t testing.TB) *Server {
 	t.Helper()
-	l.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		begin := time.Now()
-		l.srv, l.err = l.launch(ctx)
-		if l.err == nil {
-			report(fmt.Sprintf("testenv: %s from %s at %s (ready in %s)", l.kind, l.srv.Source, strings.Join(l.srv.Addrs, ","), time.Since(begin).Round(time.Millisecond)))
-		} else {
-			report(fmt.Sprintf("testenv: %s unavailable: %v", l.kind, l.err))
-		}
-	})
+	l.once.Do(func() { l.srv, l.err = launch(l.kind, "", l.launch) })
 	if l.err != nil {
-		if errors.Is(l.err, errNone) && !inCI() {
-			t.Skipf("testenv: no %s: %v (set CI=true to make this a failure)", l.kind, l.err)
-		}
-		t.Fatalf("testenv: %s: %v", l.kind, l.err)
+		failOrSkip(t, l.kind, l.err)
 	}
 	t.Logf("testenv: using %s from %s at %s", l.kind, l.srv.Source, strings.Join(l.srv.Addrs, ","))
 	return l.srv
+}
+
+// NewRedis starts a standalone Redis server for t alone, in a container
+// or as a child process (never from SLUICE_REDIS_ADDR, which cannot be
+// stopped), and removes it when t ends. t and its subtests may Stop and
+// Start it. Without a way to start one it skips t, or fails it when
+// CI=true.
+func NewRedis(t testing.TB) *Server {
+	t.Helper()
+	return private(t, KindRedis, func(ctx context.Context) (*Server, error) {
+		return firstOf(ctx, KindRedis, redisContainer, redisProcess)
+	})
+}
+
+// NewRedisCluster starts a one-node Redis Cluster holding every slot for t
+// alone, like NewRedis.
+func NewRedisCluster(t testing.TB) *Server {
+	t.Helper()
+	return private(t, KindRedisCluster, func(ctx context.Context) (*Server, error) {
+		return firstOf(ctx, KindRedisCluster, clusterContainer, clusterProcess)
+	})
+}
+
+// NewPostgres starts a PostgreSQL server for t alone, like NewRedis
+// (never from SLUICE_POSTGRES_DSN).
+func NewPostgres(t testing.TB) *Server {
+	t.Helper()
+	return private(t, KindPostgres, func(ctx context.Context) (*Server, error) {
+		return firstOf(ctx, KindPostgres, postgresContainer, postgresProcess)
+	})
+}
+
+// private starts a server owned by t and removes it when t ends.
+func private(t testing.TB, kind string, start func(ctx context.Context) (*Server, error)) *Server {
+	t.Helper()
+	srv, err := launch(kind, t.Name(), start)
+	if err != nil {
+		failOrSkip(t, kind, err)
+	}
+	srv.owner = t.Name()
+	t.Cleanup(func() {
+		if err := srv.ctl.terminate(); err != nil {
+			t.Errorf("testenv: remove %s of %s: %v", kind, srv.owner, err)
+		}
+	})
+	t.Logf("testenv: using a private %s from %s at %s", kind, srv.Source, strings.Join(srv.Addrs, ","))
+	return srv
+}
+
+// launch starts a server with start and reports the outcome; owner names
+// the test of a private server, "" for a shared one.
+func launch(kind, owner string, start func(ctx context.Context) (*Server, error)) (*Server, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	srv, err := start(ctx)
+	what := kind
+	if owner != "" {
+		what = fmt.Sprintf("%s (private to %s)", kind, owner)
+	}
+	if err != nil {
+		report(fmt.Sprintf("testenv: %s unavailable: %v", what, err))
+		return nil, err
+	}
+	report(fmt.Sprintf("testenv: %s from %s at %s (ready in %s)", what, srv.Source, strings.Join(srv.Addrs, ","), time.Since(begin).Round(time.Millisecond)))
+	return srv, nil
+}
+
+// failOrSkip ends t for a server that could not be had: a skip when there
+// is no way to start one outside CI, a failure otherwise.
+func failOrSkip(t testing.TB, kind string, err error) {
+	t.Helper()
+	if errors.Is(err, errNone) && !inCI() {
+		t.Skipf("testenv: no %s: %v (set CI=true to make this a failure)", kind, err)
+	}
+	t.Fatalf("testenv: %s: %v", kind, err)
 }
 
 // inCI reports whether the tests run in CI, where a missing server fails.
