@@ -63,13 +63,17 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // Errors wrap the package sentinels; with FailOpen, store failures are
 // answered by the policy instead.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	return l.do(ctx, key, n, OpTake, 0)
+	var d Decision
+	err := l.do(ctx, key, n, OpTake, 0, &d)
+	return d, err
 }
 
 // Peek reports the state of key without taking anything: Allowed tells
 // whether one event would pass.
 func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
-	return l.do(ctx, key, 0, OpTake, 0)
+	var d Decision
+	err := l.do(ctx, key, 0, OpTake, 0, &d)
+	return d, err
 }
 
 // Reset makes key fully available again.
@@ -95,9 +99,12 @@ func (l *Limiter) Close() error {
 	return nil
 }
 
-func (l *Limiter) do(ctx context.Context, key string, n int64, op Op, maxWait time.Duration) (Decision, error) {
+// do applies op to key and writes the decision to *d, which the callers
+// return by value: filling it in place saves copying it up the call chain.
+func (l *Limiter) do(ctx context.Context, key string, n int64, op Op, maxWait time.Duration, d *Decision) error {
 	if l.closed.Load() {
-		return Decision{Rule: l.rule.Name, Limit: l.rule.Limit}, ErrClosed
+		*d = Decision{Rule: l.rule.Name, Limit: l.rule.Limit}
+		return ErrClosed
 	}
 	c := Check{
 		Namespace: l.rule.Name,
@@ -117,21 +124,23 @@ func (l *Limiter) do(ctx context.Context, key string, n int64, op Op, maxWait ti
 	} else {
 		o, err = l.store.Apply(ctx, c)
 	}
-	d := decisionFrom(o, l.rule.Name, l.rule.Limit)
+	*d = decisionFrom(o, l.rule.Name, l.rule.Limit)
 	if err != nil {
-		d = Decision{Rule: l.rule.Name, Limit: l.rule.Limit}
+		*d = Decision{Rule: l.rule.Name, Limit: l.rule.Limit}
 		if op == OpTake && storeFailure(err) && ctx.Err() == nil {
 			d.ByPolicy = true
 			if l.rule.OnFailure == FailOpen {
 				d.Allowed = true
 				d.Remaining = 0
-				l.observe(ctx, key, d, err)
-				return d, nil
+				l.observe(ctx, key, *d, err)
+				return nil
 			}
 		}
 	}
-	l.observe(ctx, key, d, err)
-	return d, err
+	if l.observer != nil {
+		l.observer.Observe(ctx, key, *d, err)
+	}
+	return err
 }
 
 // applyMemory is l.mem.Apply(ctx, *c) for a check built from l's rule,
@@ -203,8 +212,8 @@ func (l *Limiter) Reserve(ctx context.Context, key string, maxWait time.Duration
 // implement Reserver (token bucket, GCRA and leaky bucket do); otherwise
 // the error wraps ErrUnsupported.
 func (l *Limiter) ReserveN(ctx context.Context, key string, n int64, maxWait time.Duration) (*Reservation, error) {
-	d, err := l.do(ctx, key, n, OpReserve, maxWait)
-	if err != nil {
+	var d Decision
+	if err := l.do(ctx, key, n, OpReserve, maxWait, &d); err != nil {
 		return nil, err
 	}
 	return &Reservation{OK: d.Allowed, Delay: d.Delay, Decision: d, l: l, key: key, n: n}, nil
@@ -217,8 +226,8 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if r == nil || !r.OK || r.n == 0 || r.canceled.Swap(true) {
 		return nil
 	}
-	_, err := r.l.do(ctx, r.key, r.n, OpRefund, 0)
-	return err
+	var d Decision
+	return r.l.do(ctx, r.key, r.n, OpRefund, 0, &d)
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
