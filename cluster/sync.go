@@ -245,26 +245,29 @@ func (n *Node) send(entries []wireEntry) {
 		return
 	}
 	udp := n.udpLimit()
-	enc := newEncoder(kindSync, udp)
-	var packets [][]byte
-	for i := range entries {
-		if !enc.add(&entries[i]) {
-			packets = append(packets, enc.finish())
-			enc.add(&entries[i])
-		}
-	}
-	packets = append(packets, enc.finish())
-	reliable := len(packets) > maxPacketsPerPeer
-	if reliable {
-		packets = packets[:0]
-		enc = newEncoder(kindSync, n.cfg.MaxMessageBytes)
+	pack := func(limit int) [][]byte {
+		enc := newEncoder(kindSync, limit)
+		var out [][]byte
 		for i := range entries {
 			if !enc.add(&entries[i]) {
-				packets = append(packets, enc.finish())
+				out = append(out, enc.finish())
 				enc.add(&entries[i])
 			}
 		}
-		packets = append(packets, enc.finish())
+		return append(out, enc.finish())
+	}
+	// An entry takes at least minEntryBytes, so a batch that certainly
+	// needs more than maxPacketsPerPeer packets goes to TCP without being
+	// packed for UDP first.
+	const minEntryBytes = 12
+	var packets [][]byte
+	reliable := len(entries)*minEntryBytes > maxPacketsPerPeer*udp
+	if !reliable {
+		packets = pack(udp)
+		reliable = len(packets) > maxPacketsPerPeer
+	}
+	if reliable {
+		packets = pack(n.cfg.MaxMessageBytes)
 	}
 	for _, m := range members {
 		for _, p := range packets {
