@@ -78,6 +78,9 @@ func classify(err error) error {
 // isNoScript reports whether err is Redis's NOSCRIPT reply: the script is
 // not in the server's cache and nothing ran.
 func isNoScript(err error) bool {
+	if err == nil {
+		return false
+	}
 	var rerr redis.Error
 	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOSCRIPT")
 }

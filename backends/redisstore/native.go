@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/gcra"
@@ -109,8 +108,15 @@ func appendDoubles(b []byte, vs ...int64) []byte {
 	return b
 }
 
-// argsPool recycles the argument slices of native.lua calls.
-var argsPool = sync.Pool{New: func() any { return new([]any) }}
+// replyInt returns the i-th little-endian double of a native.lua reply
+// as an integer; the script only packs integers below 2^53.
+func replyInt(rep string, i int) int64 {
+	var u uint64
+	for j := 8*i + 7; j >= 8*i; j-- {
+		u = u<<8 | uint64(rep[j])
+	}
+	return int64(math.Float64frombits(u))
+}
 
 // applyNative runs every check in one native.lua call. When the script
 // meets a state it cannot decide exactly (see native.lua) it writes
@@ -120,51 +126,41 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 	if !ok {
 		return s.applyGeneric(ctx, checks, keys, out)
 	}
-	ap := argsPool.Get().(*[]any)
-	args := append((*ap)[:0], head)
+	var buf [4]any // run copies the arguments: a single check allocates nothing here
+	args := append(buf[:0], head)
 	for i := range checks {
 		args = append(args, s.checkArg(&checks[i]))
 	}
 	s.nativeCalls.Add(1)
 	reply, err := s.run(ctx, nativeScript, keys, args)
-	clear(args)
-	*ap = args[:0]
-	argsPool.Put(ap)
 	if err != nil {
 		return false, err
 	}
-	arr, ok := reply.([]any)
-	if !ok || len(arr) == 0 {
+	rep, ok := reply.(string)
+	if !ok || len(rep) < 8 {
 		return false, unexpected(reply)
 	}
-	status, ok := arr[0].(int64)
+	status := replyInt(rep, 0)
 	switch {
-	case !ok:
-		return false, unexpected(reply)
-	case status == -1 && len(arr) == 1:
+	case status == -1 && len(rep) == 8:
 		s.nativeFallbacks.Add(1)
 		return s.applyGeneric(ctx, checks, keys, out)
-	case len(arr) != 1+6*len(checks):
+	case status != 0 && status != 1, len(rep) != 8*(1+6*len(checks)):
 		return false, unexpected(reply)
 	}
 	for i := range checks {
-		var v [6]int64
-		for j := range v {
-			if v[j], ok = arr[1+6*i+j].(int64); !ok {
-				return false, unexpected(reply)
-			}
-		}
-		retry := time.Duration(v[3])
-		if v[3] < 0 {
+		v := rep[8*(1+6*i):]
+		retry := time.Duration(replyInt(v, 3))
+		if retry < 0 {
 			retry = ratelimit.Never
 		}
 		out[i] = ratelimit.Outcome{
-			Allowed:    v[0] == 1,
-			Changed:    v[1] == 1,
-			Remaining:  v[2],
+			Allowed:    replyInt(v, 0) == 1,
+			Changed:    replyInt(v, 1) == 1,
+			Remaining:  replyInt(v, 2),
 			RetryAfter: retry,
-			ResetAfter: time.Duration(v[4]),
-			TTL:        time.Duration(v[5]),
+			ResetAfter: time.Duration(replyInt(v, 4)),
+			TTL:        time.Duration(replyInt(v, 5)),
 		}
 	}
 	return status == 1, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,11 +24,15 @@ var (
 type script struct {
 	src string
 	sha string
+	// srcArg and shaArg are src and sha boxed once, so sending them
+	// allocates nothing.
+	srcArg, shaArg any
 }
 
 func newScript(src string) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:])}
+	sha := hex.EncodeToString(sum[:])
+	return &script{src: src, sha: sha, srcArg: src, shaArg: sha}
 }
 
 var (
@@ -56,24 +61,36 @@ func (c noRetryCmd) Clone() redis.Cmder {
 
 // run executes sc with keys and args in one round trip (two when the
 // script must be sent again) and returns the reply, with errors classified.
+// The command's arguments are built in a pooled slice, reused once
+// Process has returned: keys travel as *string, which go-redis writes
+// without boxing a copy. A hook that keeps a command's Args after it
+// returns would see them change.
 func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
-	v, err := s.eval(ctx, "evalsha", sc.sha, keys, args)
-	if isNoScript(err) {
-		v, err = s.eval(ctx, "eval", sc.src, keys, args)
+	ap := cmdArgsPool.Get().(*[]any)
+	a := append((*ap)[:0], "evalsha", sc.shaArg, len(keys))
+	for i := range keys {
+		a = append(a, &keys[i])
 	}
+	a = append(a, args...)
+	v, err := s.process(ctx, a)
+	if isNoScript(err) {
+		a[0], a[1] = "eval", sc.srcArg
+		v, err = s.process(ctx, a)
+	}
+	clear(a)
+	*ap = a[:0]
+	cmdArgsPool.Put(ap)
 	if err != nil {
 		return nil, classify(err)
 	}
 	return v, nil
 }
 
-func (s *Store) eval(ctx context.Context, verb, body string, keys []string, args []any) (any, error) {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, verb, body, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	a = append(a, args...)
+// cmdArgsPool holds the argument slices of script commands.
+var cmdArgsPool = sync.Pool{New: func() any { return new([]any) }}
+
+// process sends one no-retry command with arguments a.
+func (s *Store) process(ctx context.Context, a []any) (any, error) {
 	cmd := noRetryCmd{redis.NewCmd(ctx, a...)}
 	if err := s.client.Process(ctx, cmd); err != nil {
 		return nil, err

@@ -241,7 +241,8 @@ func (s *Store) apply(ctx context.Context, checks []ratelimit.Check, out []ratel
 // client cannot use in one script.
 func (s *Store) keys(checks []ratelimit.Check) ([]string, error) {
 	keys := make([]string, len(checks))
-	var buf []byte
+	var kb [128]byte
+	buf := kb[:0]
 	for i := range checks {
 		buf = s.redisKey(buf[:0], checks[i].Namespace, checks[i].Key)
 		keys[i] = string(buf)
