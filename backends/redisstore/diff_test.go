@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithms/gcra"
+	"github.com/sluicehq/sluice/algorithms/leakybucket"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -65,7 +66,8 @@ func TestNativeBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New()} {
+		algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New()}
+		for _, alg := range algs {
 			for range 3 {
 				if _, err := st.Apply(t.Context(), ratelimit.Check{Namespace: alg.Name(), Key: "k", Algorithm: alg, Limit: tt.limit, Cost: 1}); err != nil {
 					t.Fatal(err)
@@ -75,7 +77,7 @@ func TestNativeBounds(t *testing.T) {
 		calls, fallbacks := st.NativeCounts()
 		want := int64(0)
 		if tt.native {
-			want = 6
+			want = int64(3 * len(algs))
 		}
 		if calls != want || fallbacks != 0 {
 			t.Errorf("limit %v: %d native calls, %d fallbacks; want %d and 0", tt.limit, calls, fallbacks, want)
@@ -109,7 +111,7 @@ func TestNativeMatchesGo(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New()} {
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New()} {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			clock := &manualClock{}
 			prefix := randomPrefix(t)
@@ -192,7 +194,7 @@ func TestNativeCompositeMatchesMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New()}
+	algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New()}
 	limits := []ratelimit.Limit{randomLimit(r), randomLimit(r), ratelimit.PerSecond(5), ratelimit.Every(time.Minute, 3).WithBurst(4)}
 	for i := range 300 {
 		clock.ns += r.Int64N(int64(200 * time.Millisecond))
@@ -200,7 +202,7 @@ func TestNativeCompositeMatchesMemory(t *testing.T) {
 		checks := make([]ratelimit.Check, n)
 		for j := range checks {
 			k := r.IntN(3)
-			checks[j] = ratelimit.Check{Namespace: "c", Key: fmt.Sprintf("{x}%d", k), Algorithm: algs[k%2], Limit: limits[k], Cost: r.Int64N(3)}
+			checks[j] = ratelimit.Check{Namespace: "c", Key: fmt.Sprintf("{x}%d", k), Algorithm: algs[k], Limit: limits[k], Cost: r.Int64N(3)}
 		}
 		got := make([]ratelimit.Outcome, n)
 		want := make([]ratelimit.Outcome, n)
@@ -260,7 +262,7 @@ func joinLines(lines []string) string {
 func TestNativeFallback(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr())
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New()} {
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New()} {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 			clock := &manualClock{ns: start}

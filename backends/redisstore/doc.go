@@ -32,8 +32,8 @@
 // replicates safely. Keys and values travel as KEYS and ARGV; no request
 // data is ever part of a script's source.
 //
-// The native script covers OpTake for the in-repo gcra and tokenbucket
-// algorithms under limits whose Period and time to refill Burst
+// The native script covers OpTake for the in-repo gcra, tokenbucket and
+// leakybucket algorithms under limits whose Period and time to refill Burst
 // (Limit.FillTime) are at most 2^51 ns, about 26 days, which includes
 // per-second to per-day limits. Lua numbers are doubles, exact only below
 // 2^53, and Unix time in nanoseconds is near 2^61, so the script keeps

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/gcra"
+	"github.com/sluicehq/sluice/algorithms/leakybucket"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
@@ -37,6 +38,7 @@ const (
 	codeNone = iota
 	codeGCRA
 	codeTokenBucket
+	codeLeakyBucket
 )
 
 // nativeAlg returns the native.lua code of an in-repo algorithm with a Lua
@@ -48,6 +50,8 @@ func nativeAlg(alg ratelimit.Algorithm) int {
 		return codeGCRA
 	case tokenbucket.Algorithm, *tokenbucket.Algorithm:
 		return codeTokenBucket
+	case leakybucket.Algorithm, *leakybucket.Algorithm:
+		return codeLeakyBucket
 	}
 	return codeNone
 }

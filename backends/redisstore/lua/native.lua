@@ -1,5 +1,6 @@
--- native.lua: the native path. Applies one or several checks of the
--- in-repo algorithms (gcra, tokenbucket) atomically, all or nothing,
+-- native.lua: the native path. Applies one or several takes of the
+-- in-repo algorithms gcra, tokenbucket and leakybucket (as a meter)
+-- atomically, all or nothing,
 -- reproducing their Go Decide bit for bit with integer arithmetic.
 --
 -- Lua numbers are doubles: integers are exact below 2^53. The store sends
@@ -21,9 +22,9 @@
 --   seconds and nanoseconds injected by tests (WithTestClock), or -1 and 0
 --   to use TIME.
 -- ARGV[1+i]: thirteen doubles for check i: algorithm (1 gcra, 2
---   tokenbucket), cost, burst, count, period, then for gcra the spans
---   (q + r/count ns) tau, units(cost), units(1) and debt as q, r pairs; for
---   tokenbucket, zeros.
+--   tokenbucket, 3 leakybucket), cost, burst, count, period, then for gcra
+--   the spans (q + r/count ns) tau, units(cost), units(1) and debt as q, r
+--   pairs; for the buckets, zeros.
 -- Returns little-endian doubles packed in one string (cheaper to build
 -- and to parse than an array of integers): status, then per check
 -- allowed, changed, remaining, retry_after (-1 for never), reset_after
@@ -192,13 +193,19 @@ local function tbwait(x, level, period, count, f, skew)
   return skew + q
 end
 
--- tokenbucket mirrors algorithms/tokenbucket Decide.
-local function tokenbucket(state, nh, nl, cost, burst, count, period)
+-- tokenbucket mirrors algorithms/tokenbucket Decide, and with tag 0x31
+-- algorithms/leakybucket Decide: the leaky bucket as a meter is the token
+-- bucket whose tokens are the free room, Burst - W for W units of water,
+-- with the same fraction, instant and outcomes; only the stored count and
+-- the tag differ.
+local function tokenbucket(state, nh, nl, cost, burst, count, period, stag)
   local n, f, th, tl, skew = burst, 0, nh, nl, 0
   if state then
     if #state ~= 25 then return nil end
     local tag, sn, sf, sh, sl = unpack('>Bi8i8i4I4', state)
-    if tag ~= 0x11 then return nil end
+    if tag ~= stag then return nil end
+    -- water to room: a W of 2^53 or more, inexact, is debt either way
+    if stag == 0x31 then sn = burst - sn end
     local dh = nh - sh
     local d
     if dh >= -LIMIT and dh < LIMIT then
@@ -233,7 +240,11 @@ local function tokenbucket(state, nh, nl, cost, burst, count, period)
   if allowed then
     level = n - cost
     out = false
-    if level < burst then out = pack('>Bi8i8i4I4', 0x11, level, f, th, tl) end
+    if level < burst then
+      local v = level
+      if stag == 0x31 then v = burst - level end
+      out = pack('>Bi8i8i4I4', stag, v, f, th, tl)
+    end
   end
   local reset = 0
   if level < burst then
@@ -259,7 +270,10 @@ local function decide(state, nh, nl, arg)
   if alg == 1 then
     return gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr)
   end
-  return tokenbucket(state, nh, nl, cost, burst, count, period)
+  if alg == 2 then
+    return tokenbucket(state, nh, nl, cost, burst, count, period, 0x11)
+  end
+  return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31)
 end
 
 -- now as (hi, lo): sec*1e9 + ns, lo in 0..2^32-1
