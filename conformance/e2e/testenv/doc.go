@@ -9,7 +9,9 @@
 //  2. a container started with testcontainers-go when a Docker engine
 //     answers, from the image named by SLUICE_REDIS_IMAGE or
 //     SLUICE_POSTGRES_IMAGE (default the official "redis:7" and
-//     "postgres:15");
+//     "postgres:15", or their locally built stand-ins sluice/redis:7 and
+//     sluice/postgres:15 when the engine already has them, so that no
+//     registry is asked);
 //  3. redis-server or the PostgreSQL binaries (PATH, then
 //     /usr/lib/postgresql/15/bin) run as child processes on random
 //     loopback ports;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -79,4 +80,36 @@ func (c *containerCtl) start(ctx context.Context) error {
 
 func (c *containerCtl) terminate() error {
 	return testcontainers.TerminateContainer(c.ctr)
+}
+
+// localImages are the images conformance/e2e/images/build-images.sh builds
+// from this machine's packages, by the official image they stand in for.
+var localImages = map[string]string{
+	"redis:7":     "sluice/redis:7",
+	"postgres:15": "sluice/postgres:15",
+}
+
+// imageFor returns the image to run: the one named by the environment
+// variable key when set; otherwise the locally built stand-in for official
+// when the engine already has it (so no registry is asked); otherwise
+// official, which the engine pulls.
+func imageFor(key, official string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	local, ok := localImages[official]
+	if !ok {
+		return official
+	}
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return official
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := p.Client().ImageInspect(ctx, local); err == nil {
+		return local
+	}
+	return official
 }

@@ -64,7 +64,7 @@ func pingPostgres(ctx context.Context, dsn string) error {
 // postgresContainer runs PostgreSQL from SLUICE_POSTGRES_IMAGE (default
 // postgres:15).
 func postgresContainer(ctx context.Context) (*Server, error) {
-	image := envOr("SLUICE_POSTGRES_IMAGE", "postgres:15")
+	image := imageFor("SLUICE_POSTGRES_IMAGE", "postgres:15")
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func postgresProcess(ctx context.Context) (*Server, error) {
 		u, err := user.Lookup("postgres")
 		if err != nil {
 			_ = os.RemoveAll(p.dir)
-			return nil, fmt.Errorf("%w: running as root and no postgres user to run the server as: %v", errNone, err)
+			return nil, fmt.Errorf("%w: running as root and no postgres user to run the server as: %w", errNone, err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
@@ -160,7 +160,7 @@ func postgresProcess(ctx context.Context) (*Server, error) {
 		"--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(p.dir)
-		return nil, fmt.Errorf("initdb: %v\n%s", err, tailText(out))
+		return nil, fmt.Errorf("initdb: %w\n%s", err, tailText(out))
 	}
 	if p.port, err = freePort(); err != nil {
 		_ = os.RemoveAll(p.dir)

@@ -70,7 +70,7 @@ func pingRedis(ctx context.Context, addr string) error {
 
 // redisContainer runs Redis from SLUICE_REDIS_IMAGE (default redis:7).
 func redisContainer(ctx context.Context) (*Server, error) {
-	image := envOr("SLUICE_REDIS_IMAGE", "redis:7")
+	image := imageFor("SLUICE_REDIS_IMAGE", "redis:7")
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func clusterArgs(port int) []string {
 // clusterContainer runs a one-node Redis Cluster in a container whose
 // port is published on the same port number it announces.
 func clusterContainer(ctx context.Context) (*Server, error) {
-	image := envOr("SLUICE_REDIS_IMAGE", "redis:7")
+	image := imageFor("SLUICE_REDIS_IMAGE", "redis:7")
 	port, err := freePort()
 	if err != nil {
 		return nil, err

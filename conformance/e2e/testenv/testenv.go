@@ -316,16 +316,8 @@ func retry(ctx context.Context, fn func(ctx context.Context) error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
-}
-
-// envOr returns the environment variable k, or def when it is empty.
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
