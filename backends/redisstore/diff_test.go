@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
@@ -66,7 +67,7 @@ func TestNativeBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New()}
+		algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New()}
 		for _, alg := range algs {
 			for range 3 {
 				if _, err := st.Apply(t.Context(), ratelimit.Check{Namespace: alg.Name(), Key: "k", Algorithm: alg, Limit: tt.limit, Cost: 1}); err != nil {
@@ -111,7 +112,7 @@ func TestNativeMatchesGo(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New()} {
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New()} {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			clock := &manualClock{}
 			prefix := randomPrefix(t)
@@ -194,14 +195,14 @@ func TestNativeCompositeMatchesMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New()}
+	algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New()}
 	limits := []ratelimit.Limit{randomLimit(r), randomLimit(r), ratelimit.PerSecond(5), ratelimit.Every(time.Minute, 3).WithBurst(4)}
 	for i := range 300 {
 		clock.ns += r.Int64N(int64(200 * time.Millisecond))
 		n := 1 + r.IntN(4)
 		checks := make([]ratelimit.Check, n)
 		for j := range checks {
-			k := r.IntN(3)
+			k := r.IntN(len(algs))
 			checks[j] = ratelimit.Check{Namespace: "c", Key: fmt.Sprintf("{x}%d", k), Algorithm: algs[k], Limit: limits[k], Cost: r.Int64N(3)}
 		}
 		got := make([]ratelimit.Outcome, n)
@@ -262,7 +263,7 @@ func joinLines(lines []string) string {
 func TestNativeFallback(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr())
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New()} {
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New()} {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 			clock := &manualClock{ns: start}
@@ -291,6 +292,66 @@ func TestNativeFallback(t *testing.T) {
 			// both fall back; the first call is native.
 			if calls, fallbacks := st.NativeCounts(); calls != 3 || fallbacks != 2 {
 				t.Fatalf("%d native calls, %d fallbacks; want 3 and 2", calls, fallbacks)
+			}
+		})
+	}
+}
+
+// TestNativeAfterCharge: a charge beyond Burst leaves a state in debt (a
+// count carried over, for fixedwindow). native.lua decides GCRA debt
+// itself; for the others the takes that meet a state in debt fall back to
+// the generic path, with the Go algorithm's outcomes, until a write
+// replaces it.
+func TestNativeAfterCharge(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, srv.addr())
+	l := ratelimit.Every(time.Second, 4)
+	steps := []struct {
+		at   time.Duration
+		op   ratelimit.Op
+		cost int64
+	}{
+		{0, ratelimit.OpTake, 1},
+		{0, ratelimit.OpCharge, 3 * l.Burst},
+		{time.Millisecond, ratelimit.OpTake, 1}, // denied in debt
+		{time.Millisecond, ratelimit.OpTake, 0}, // peek in debt
+		{time.Hour, ratelimit.OpTake, 1},        // repaid, but the stored state still shows the debt
+		{time.Hour, ratelimit.OpTake, 1},        // a state the script decides
+	}
+	for _, tt := range []struct {
+		alg       ratelimit.Algorithm
+		fallbacks int64
+	}{
+		{gcra.New(), 0},
+		{tokenbucket.New(), 3},
+		{leakybucket.New(), 3},
+		{fixedwindow.New(), 3},
+	} {
+		alg := tt.alg
+		t.Run("algo="+alg.Name(), func(t *testing.T) {
+			start := time.Date(2026, 4, 1, 0, 0, 0, 500, time.UTC).UnixNano()
+			clock := &manualClock{}
+			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithTestClock(clock))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var state []byte
+			for i, s := range steps {
+				clock.ns = start + int64(s.at)
+				want, next, err := ratelimit.Evaluate(alg, s.op, state, clock.ns, l, s.cost, 0, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want.Changed {
+					state = next
+				}
+				got, err := st.Apply(t.Context(), ratelimit.Check{Namespace: "c", Key: "k", Algorithm: alg, Limit: l, Cost: s.cost, Op: s.op})
+				if err != nil || got != want {
+					t.Fatalf("step %d (%s %d): got %+v %v, want %+v", i, s.op, s.cost, got, err, want)
+				}
+			}
+			if calls, fallbacks := st.NativeCounts(); calls != 5 || fallbacks != tt.fallbacks {
+				t.Fatalf("%d native calls, %d fallbacks; want 5 and %d", calls, fallbacks, tt.fallbacks)
 			}
 		})
 	}

@@ -32,24 +32,25 @@
 // replicates safely. Keys and values travel as KEYS and ARGV; no request
 // data is ever part of a script's source.
 //
-// The native script covers OpTake for the in-repo gcra, tokenbucket and
-// leakybucket algorithms under limits whose Period and time to refill Burst
-// (Limit.FillTime) are at most 2^51 ns, about 26 days, which includes
-// per-second to per-day limits. Lua numbers are doubles, exact only below
-// 2^53, and Unix time in nanoseconds is near 2^61, so the script keeps
-// instants as two 32-bit halves, computes only differences as numbers, and
-// divides a product such as elapsed·Count directly when it is below 2^52,
-// with an exact shift-and-add otherwise. The store precomputes each
-// limit's spans (τ, the cost's and one unit's emission time, the debt
-// bound) as exact quotient and remainder and sends them, with the limit,
-// as one binary argument per check that the script decodes with a single
-// struct.unpack; states are decoded and encoded with struct as well. Its
-// decisions and stored states equal the Go algorithms' bit for bit (the
-// package's differential tests compare them at injected instants). When it
-// meets a state outside its exact range (one more than 2^51 ns in the
-// future, debt, undecodable bytes) it writes nothing and the call is
-// decided on the generic path. A composite whose checks all qualify is one
-// script call too.
+// The native script covers OpTake for the in-repo gcra, tokenbucket,
+// leakybucket and fixedwindow algorithms under limits whose Period and
+// time to refill Burst (Limit.FillTime) are at most 2^51 ns, about 26
+// days, which includes per-second to per-day limits. Lua numbers are
+// doubles, exact only below 2^53, and Unix time in nanoseconds is near
+// 2^61, so the script keeps instants as two 32-bit halves, computes only
+// differences as numbers, and divides a product such as elapsed·Count
+// directly when it is below 2^52, with an exact shift-and-add otherwise.
+// The store precomputes each limit's spans (τ, the cost's and one unit's
+// emission time, the debt bound) as exact quotient and remainder and sends
+// them, with the limit, as one binary argument per check that the script
+// decodes with a single struct.unpack; states are decoded and encoded with
+// struct as well. Its decisions and stored states equal the Go algorithms'
+// bit for bit (the package's differential tests compare them at injected
+// instants). When it meets a state outside its exact range (one more than
+// 2^51 ns in the future, a bucket in debt or a fixed window's count carried
+// over after a Charge, undecodable bytes) it writes nothing and the call
+// is decided on the generic path. A composite whose checks all qualify is
+// one script call too.
 //
 // Every other case takes the generic path, so any Algorithm, including a
 // contributed one, works on Redis: one script returns the states and TIME,

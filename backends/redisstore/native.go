@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
@@ -39,6 +40,7 @@ const (
 	codeGCRA
 	codeTokenBucket
 	codeLeakyBucket
+	codeFixedWindow
 )
 
 // nativeAlg returns the native.lua code of an in-repo algorithm with a Lua
@@ -52,6 +54,8 @@ func nativeAlg(alg ratelimit.Algorithm) int {
 		return codeTokenBucket
 	case leakybucket.Algorithm, *leakybucket.Algorithm:
 		return codeLeakyBucket
+	case fixedwindow.Algorithm, *fixedwindow.Algorithm:
+		return codeFixedWindow
 	}
 	return codeNone
 }

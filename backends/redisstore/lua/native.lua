@@ -1,6 +1,6 @@
 -- native.lua: the native path. Applies one or several takes of the
--- in-repo algorithms gcra, tokenbucket and leakybucket (as a meter)
--- atomically, all or nothing,
+-- in-repo algorithms gcra, tokenbucket, leakybucket (as a meter) and
+-- fixedwindow atomically, all or nothing,
 -- reproducing their Go Decide bit for bit with integer arithmetic.
 --
 -- Lua numbers are doubles: integers are exact below 2^53. The store sends
@@ -22,9 +22,9 @@
 --   seconds and nanoseconds injected by tests (WithTestClock), or -1 and 0
 --   to use TIME.
 -- ARGV[1+i]: thirteen doubles for check i: algorithm (1 gcra, 2
---   tokenbucket, 3 leakybucket), cost, burst, count, period, then for gcra
---   the spans (q + r/count ns) tau, units(cost), units(1) and debt as q, r
---   pairs; for the buckets, zeros.
+--   tokenbucket, 3 leakybucket, 4 fixedwindow), cost, burst, count,
+--   period, then for gcra the spans (q + r/count ns) tau, units(cost),
+--   units(1) and debt as q, r pairs; for the others, zeros.
 -- Returns little-endian doubles packed in one string (cheaper to build
 -- and to parse than an array of integers): status, then per check
 -- allowed, changed, remaining, retry_after (-1 for never), reset_after
@@ -264,6 +264,62 @@ local function tokenbucket(state, nh, nl, cost, burst, count, period, stag)
   return false, out, rem, retry, reset, ttl
 end
 
+-- fixedwindow mirrors algorithms/fixedwindow Decide for a state whose
+-- count is at most Burst (a larger one, left by Charge or another Limit,
+-- carries over into later windows: generic path). The window of now
+-- starts at now - (now mod period); with a count of at most Burst a
+-- denied cost fits at the start of the next window, so every wait is
+-- skew + period - el, el being the time elapsed in the window.
+local function fixedwindow(state, nh, nl, cost, burst, period)
+  local wh, wl, el, used, skew = nil, nil, nil, 0, 0
+  if state then
+    if #state ~= 17 then return nil end
+    local tag, sh, sl, c = unpack('>Bi4I4i8', state)
+    if tag ~= 0x41 then return nil end
+    if c > burst then return nil end
+    local dh = nh - sh
+    local d
+    if dh >= -LIMIT and dh < LIMIT then
+      d = dh * TWO32 + (nl - sl)
+    elseif dh < 0 then
+      return nil
+    end -- else far in the past (d == nil)
+    if d ~= nil and d < period then
+      if d < 0 then
+        skew = -d
+        if skew > CAP then return nil end
+        d = 0
+      end
+      wh, wl, el = sh, sl, d
+      if c > 0 then used = c end
+    end
+  end
+  if el == nil then
+    -- the window of now: el = now mod period, exactly
+    local _, xr = idiv(nh, period)
+    local _, r = muldiv(xr, TWO32, nl, period)
+    el = r
+    local qh = floor(el / TWO32)
+    wh, wl = nh - qh, nl - (el - qh * TWO32)
+    if wl < 0 then wl = wl + TWO32; wh = wh - 1 end
+  end
+  local wait = skew + period - el
+  if cost == 0 or cost > burst or used + cost > burst then
+    local reset, ttl = 0, 0
+    if used > 0 then reset = wait end
+    if state then ttl = reset end
+    local rem = burst - used
+    if cost > burst then return false, state, rem, -1, reset, ttl end
+    if cost == 0 then
+      if used + 1 <= burst then return true, state, rem, 0, reset, ttl end
+      return false, state, rem, wait, reset, ttl
+    end
+    return false, state, rem, wait, reset, ttl
+  end
+  used = used + cost
+  return true, pack('>Bi4I4i8', 0x41, wh, wl, used), burst - used, 0, wait, wait
+end
+
 local F13 = '<ddddddddddddd'
 local function decide(state, nh, nl, arg)
   local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack(F13, arg)
@@ -272,8 +328,10 @@ local function decide(state, nh, nl, arg)
   end
   if alg == 2 then
     return tokenbucket(state, nh, nl, cost, burst, count, period, 0x11)
+  elseif alg == 3 then
+    return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31)
   end
-  return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31)
+  return fixedwindow(state, nh, nl, cost, burst, period)
 end
 
 -- now as (hi, lo): sec*1e9 + ns, lo in 0..2^32-1
