@@ -103,7 +103,7 @@ type slidingKey struct {
 func (k *slidingKey) estimate(t *big.Int) *big.Int {
 	p := big.NewInt(int64(k.l.Period))
 	w, el := new(big.Int).DivMod(t, p, new(big.Int)) // floor division, el in [0, p)
-	var cur, prev *big.Int = new(big.Int), new(big.Int)
+	cur, prev := new(big.Int), new(big.Int)
 	if w.IsInt64() { // nothing is ever counted past the last int64 instant
 		cur.SetInt64(k.counts[w.Int64()])
 		prev.SetInt64(k.counts[w.Int64()-1])

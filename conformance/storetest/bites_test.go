@@ -51,7 +51,7 @@ func (s leakyComposite) ApplyAll(ctx context.Context, checks []ratelimit.Check, 
 	if err == nil && !ok {
 		for i, c := range checks {
 			if out[i].Allowed {
-				_, _ = s.Store.Apply(ctx, c)
+				_, _ = s.Apply(ctx, c)
 			}
 		}
 	}

@@ -206,7 +206,9 @@ func (s *suite) testTTL(t *testing.T) {
 					t.Fatalf("%s after TTL %s, at +%s: %s (state dropped too early or kept wrongly)", describe(p), o.TTL, at, d)
 				}
 				if cost > 0 && got.Allowed {
-					ref.apply(p, s.now())
+					if _, err := ref.apply(p, s.now()); err != nil {
+						t.Fatalf("reference model: %v", err)
+					}
 				}
 			}
 		}
@@ -220,7 +222,9 @@ func (s *suite) ttlRealTime(t *testing.T, st ratelimit.Store, alg ratelimit.Algo
 	l := ratelimit.Limit{Count: 1, Period: 2 * time.Second, Burst: 1}
 	c := ratelimit.Check{Key: key, Algorithm: alg, Limit: l, Cost: 1}
 	var ref reference
-	ref.apply(c, time.Now().UnixNano())
+	if _, err := ref.apply(c, time.Now().UnixNano()); err != nil {
+		t.Fatalf("reference model: %v", err)
+	}
 	if o := mustApply(t, st, c); !o.Allowed || o.TTL <= 0 {
 		t.Fatalf("first take: %+v, want allowed with TTL > 0", o)
 	}

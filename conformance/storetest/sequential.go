@@ -134,8 +134,8 @@ func (s *suite) sequence(t *testing.T, alg ratelimit.Algorithm, l ratelimit.Limi
 	for i := range n {
 		c.Op, c.MaxWait = ratelimit.OpTake, 0
 		c.Cost = s.randomCost(r, l)
-		switch k := r.IntN(20); {
-		case k == 0:
+		switch r.IntN(20) {
+		case 0:
 			ctx, cancel := opContext(t)
 			err := sts[i%2].Reset(ctx, ns, c.Key)
 			cancel()
@@ -145,12 +145,12 @@ func (s *suite) sequence(t *testing.T, alg ratelimit.Algorithm, l ratelimit.Limi
 			ref.state = nil
 			history = append(history, "reset")
 			continue
-		case k == 1:
+		case 1:
 			c.Op = ratelimit.OpReserve
 			c.MaxWait = s.randomWait(r, l)
-		case k == 2:
+		case 2:
 			c.Op = ratelimit.OpRefund
-		case k == 3:
+		case 3:
 			c.Op = ratelimit.OpCharge
 		}
 		if c.Op != ratelimit.OpTake && c.Cost == 0 {
@@ -181,12 +181,12 @@ func (s *suite) sequence(t *testing.T, alg ratelimit.Algorithm, l ratelimit.Limi
 // randomCost picks mostly small costs, some peeks, the whole burst and
 // more than the burst.
 func (s *suite) randomCost(r *rand.Rand, l ratelimit.Limit) int64 {
-	switch k := r.IntN(10); {
-	case k == 0:
+	switch r.IntN(10) {
+	case 0:
 		return 0
-	case k == 1:
+	case 1:
 		return l.Burst
-	case k == 2:
+	case 2:
 		return l.Burst + 1 + r.Int64N(3)
 	default:
 		return 1 + r.Int64N(min(l.Burst, 3))
