@@ -120,7 +120,7 @@ func (l *Limiter) do(ctx context.Context, key string, n int64, op Op, maxWait ti
 		err error
 	)
 	if l.mem != nil {
-		o, err = l.applyMemory(ctx, &c)
+		err = l.applyMemory(ctx, &c, &o)
 	} else {
 		o, err = l.store.Apply(ctx, c)
 	}
@@ -145,20 +145,21 @@ func (l *Limiter) do(ctx context.Context, key string, n int64, op Op, maxWait ti
 
 // applyMemory is l.mem.Apply(ctx, *c) for a check built from l's rule,
 // which New validated: only the per-call fields are checked, in the order
-// and with the errors of Check.Validate.
-func (l *Limiter) applyMemory(ctx context.Context, c *Check) (Outcome, error) {
+// and with the errors of Check.Validate. The outcome goes to *o, left
+// unchanged on error.
+func (l *Limiter) applyMemory(ctx context.Context, c *Check, o *Outcome) error {
 	if err := l.mem.begin(ctx); err != nil {
-		return Outcome{}, err
+		return err
 	}
 	if err := checkRequest(c); err != nil {
-		return Outcome{}, err
+		return err
 	}
 	sp := l.space.Load()
 	if sp == nil {
 		sp = l.mem.space(c.Namespace, true)
 		l.space.Store(sp)
 	}
-	return l.mem.apply(sp, c)
+	return l.mem.apply(sp, c, o)
 }
 
 // checkRequest checks the per-call fields of c, the last checks of

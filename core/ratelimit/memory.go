@@ -158,13 +158,18 @@ func (m *MemoryStore) Apply(ctx context.Context, c Check) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	return m.apply(m.space(c.Namespace, true), &c)
+	var o Outcome
+	if err := m.apply(m.space(c.Namespace, true), &c, &o); err != nil {
+		return Outcome{}, err
+	}
+	return o, nil
 }
 
-// apply is Apply for a validated check c whose namespace is sp. The
-// Limiter calls it directly, with sp looked up once, so that the hot path
-// neither copies the check nor looks the namespace up again.
-func (m *MemoryStore) apply(sp *memSpace, c *Check) (Outcome, error) {
+// apply is Apply for a validated check c whose namespace is sp, writing
+// the outcome to *res only on success. The Limiter calls it directly, with
+// sp looked up once, so that the hot path neither copies the check or the
+// outcome nor looks the namespace up again.
+func (m *MemoryStore) apply(sp *memSpace, c *Check, res *Outcome) error {
 	sh := m.shard(sp, c.Key)
 	sh.mu.Lock()
 	now := m.clock.Now()
@@ -186,9 +191,10 @@ func (m *MemoryStore) apply(sp *memSpace, c *Check) (Outcome, error) {
 	}
 	sh.mu.Unlock()
 	if err != nil {
-		return Outcome{}, fmt.Errorf("key %s: %w", printableKey(c.Key), err)
+		return fmt.Errorf("key %s: %w", printableKey(c.Key), err)
 	}
-	return o, nil
+	*res = o
+	return nil
 }
 
 func (sh *memShard) entry(i uint32) *memEntry {
