@@ -228,14 +228,6 @@ type driftCase struct {
 	check func(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d time.Duration)
 }
 
-type driftRow struct {
-	name           string
-	size           int
-	admitted, want int64
-	drift          float64
-	maxWin, winCap int64
-}
-
 // checkDrift asserts |A − (B + r·T)| ≤ tol·(B + r·T) widened by the
 // scenario's extra bounds, and the window envelope when winCap > 0.
 func checkDrift(t *testing.T, name string, size int, res *runResult, d time.Duration, tol float64, extraOver, extraUnder, winCap int64) {

@@ -83,12 +83,6 @@ func membersCond(nodes []*Node, want int) func() string {
 	}
 }
 
-// waitMembers polls until every node sees want members.
-func waitMembers(t testing.TB, nodes []*Node, want int, within time.Duration) {
-	t.Helper()
-	waitFor(t, within, membersCond(nodes, want))
-}
-
 // waitFor polls cond every 10ms until it returns "" or within passes.
 func waitFor(t testing.TB, within time.Duration, cond func() string) {
 	t.Helper()

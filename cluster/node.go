@@ -227,7 +227,7 @@ func New(cfg Config) (*Node, error) {
 
 	ml, err := memberlist.Create(&mc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cluster: start memberlist: %v", ratelimit.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: cluster: start memberlist: %w", ratelimit.ErrUnavailable, err)
 	}
 	n.ml = ml
 	ln := ml.LocalNode()
@@ -240,7 +240,7 @@ func New(cfg Config) (*Node, error) {
 	if len(cfg.Seeds) > 0 {
 		if _, err := ml.Join(n.cfg.Seeds); err != nil {
 			_ = n.Close()
-			return nil, fmt.Errorf("%w: cluster: join %v: %v", ratelimit.ErrUnavailable, cfg.Seeds, err)
+			return nil, fmt.Errorf("%w: cluster: join %v: %w", ratelimit.ErrUnavailable, cfg.Seeds, err)
 		}
 		// The join's push/pull queued the seeds' state; wait until it
 		// is merged so that the node never serves a key it could know.
@@ -754,7 +754,7 @@ func (n *Node) Leave(timeout time.Duration) error {
 		}
 	}
 	if err := n.ml.Leave(timeout); err != nil {
-		return fmt.Errorf("%w: cluster: leave: %v", ratelimit.ErrUnavailable, err)
+		return fmt.Errorf("%w: cluster: leave: %w", ratelimit.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -768,7 +768,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.closed.Store(true)
 		if err := n.ml.Shutdown(); err != nil {
-			n.closeErr = fmt.Errorf("%w: cluster: shutdown: %v", ratelimit.ErrUnavailable, err)
+			n.closeErr = fmt.Errorf("%w: cluster: shutdown: %w", ratelimit.ErrUnavailable, err)
 		}
 		close(n.stop)
 		n.wg.Wait()
