@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
+	"github.com/sluicehq/sluice/algorithms/leakybucket"
+	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -13,8 +16,8 @@ import (
 
 // BenchmarkApply measures one decision on one hot key against a local
 // redis-server, one caller at a time (conc=1) and from 64 goroutines
-// (conc=64): the native scripts, the generic path (read + compare-and-set)
-// and a three-rule composite in one script.
+// (conc=64): the native script for each algorithm it covers, the generic
+// path (read + compare-and-set) and a three-rule composite in one script.
 func BenchmarkApply(b *testing.B) {
 	srv := startServer(b)
 	lim := ratelimit.PerSecond(1_000_000) // every call allowed; Lua products stay in the fast range
@@ -25,6 +28,9 @@ func BenchmarkApply(b *testing.B) {
 	}{
 		{"algo=gcra", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: gcra.New(), Limit: lim, Cost: 1}}},
 		{"algo=tokenbucket", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: tokenbucket.New(), Limit: lim, Cost: 1}}},
+		{"algo=leakybucket", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: leakybucket.New(), Limit: lim, Cost: 1}}},
+		{"algo=fixedwindow", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: fixedwindow.New(), Limit: lim, Cost: 1}}},
+		{"algo=slidingwindow", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: slidingwindow.New(), Limit: lim, Cost: 1}}},
 		{"path=generic/algo=gcra", []redisstore.Option{redisstore.WithoutNativeScripts(), redisstore.WithCASAttempts(1000)},
 			[]ratelimit.Check{{Namespace: "g", Key: "hot", Algorithm: gcra.New(), Limit: lim, Cost: 1}}},
 		{"composite=3/algo=gcra", nil, []ratelimit.Check{

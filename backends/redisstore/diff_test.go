@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
+	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -67,7 +68,7 @@ func TestNativeBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New()}
+		algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()}
 		for _, alg := range algs {
 			for range 3 {
 				if _, err := st.Apply(t.Context(), ratelimit.Check{Namespace: alg.Name(), Key: "k", Algorithm: alg, Limit: tt.limit, Cost: 1}); err != nil {
@@ -112,7 +113,7 @@ func TestNativeMatchesGo(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New()} {
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()} {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			clock := &manualClock{}
 			prefix := randomPrefix(t)
@@ -195,8 +196,8 @@ func TestNativeCompositeMatchesMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New()}
-	limits := []ratelimit.Limit{randomLimit(r), randomLimit(r), ratelimit.PerSecond(5), ratelimit.Every(time.Minute, 3).WithBurst(4)}
+	algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()}
+	limits := []ratelimit.Limit{randomLimit(r), randomLimit(r), ratelimit.PerSecond(5), ratelimit.Every(time.Minute, 3).WithBurst(4), ratelimit.Every(time.Second, 6)}
 	for i := range 300 {
 		clock.ns += r.Int64N(int64(200 * time.Millisecond))
 		n := 1 + r.IntN(4)
@@ -263,7 +264,7 @@ func joinLines(lines []string) string {
 func TestNativeFallback(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr())
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New()} {
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()} {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 			clock := &manualClock{ns: start}
@@ -326,6 +327,7 @@ func TestNativeAfterCharge(t *testing.T) {
 		{tokenbucket.New(), 3},
 		{leakybucket.New(), 3},
 		{fixedwindow.New(), 3},
+		{slidingwindow.New(), 3},
 	} {
 		alg := tt.alg
 		t.Run("algo="+alg.Name(), func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
+	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
@@ -41,6 +42,7 @@ const (
 	codeTokenBucket
 	codeLeakyBucket
 	codeFixedWindow
+	codeSlidingWindow
 )
 
 // nativeAlg returns the native.lua code of an in-repo algorithm with a Lua
@@ -56,6 +58,8 @@ func nativeAlg(alg ratelimit.Algorithm) int {
 		return codeLeakyBucket
 	case fixedwindow.Algorithm, *fixedwindow.Algorithm:
 		return codeFixedWindow
+	case slidingwindow.Algorithm, *slidingwindow.Algorithm:
+		return codeSlidingWindow
 	}
 	return codeNone
 }

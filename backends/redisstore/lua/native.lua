@@ -1,6 +1,6 @@
 -- native.lua: the native path. Applies one or several takes of the
--- in-repo algorithms gcra, tokenbucket, leakybucket (as a meter) and
--- fixedwindow atomically, all or nothing,
+-- in-repo algorithms gcra, tokenbucket, leakybucket (as a meter),
+-- fixedwindow and slidingwindow atomically, all or nothing,
 -- reproducing their Go Decide bit for bit with integer arithmetic.
 --
 -- Lua numbers are doubles: integers are exact below 2^53. The store sends
@@ -22,7 +22,8 @@
 --   seconds and nanoseconds injected by tests (WithTestClock), or -1 and 0
 --   to use TIME.
 -- ARGV[1+i]: thirteen doubles for check i: algorithm (1 gcra, 2
---   tokenbucket, 3 leakybucket, 4 fixedwindow), cost, burst, count,
+--   tokenbucket, 3 leakybucket, 4 fixedwindow, 5 slidingwindow), cost,
+--   burst, count,
 --   period, then for gcra the spans (q + r/count ns) tau, units(cost),
 --   units(1) and debt as q, r pairs; for the others, zeros.
 -- Returns little-endian doubles packed in one string (cheaper to build
@@ -264,6 +265,17 @@ local function tokenbucket(state, nh, nl, cost, burst, count, period, stag)
   return false, out, rem, retry, reset, ttl
 end
 
+-- windowstart returns the start of now's window, now - (now mod period),
+-- as (hi, lo), and now mod period, exactly.
+local function windowstart(nh, nl, period)
+  local _, xr = idiv(nh, period)
+  local _, el = muldiv(xr, TWO32, nl, period)
+  local qh = floor(el / TWO32)
+  local wh, wl = nh - qh, nl - (el - qh * TWO32)
+  if wl < 0 then wl = wl + TWO32; wh = wh - 1 end
+  return wh, wl, el
+end
+
 -- fixedwindow mirrors algorithms/fixedwindow Decide for a state whose
 -- count is at most Burst (a larger one, left by Charge or another Limit,
 -- carries over into later windows: generic path). The window of now
@@ -295,13 +307,7 @@ local function fixedwindow(state, nh, nl, cost, burst, period)
     end
   end
   if el == nil then
-    -- the window of now: el = now mod period, exactly
-    local _, xr = idiv(nh, period)
-    local _, r = muldiv(xr, TWO32, nl, period)
-    el = r
-    local qh = floor(el / TWO32)
-    wh, wl = nh - qh, nl - (el - qh * TWO32)
-    if wl < 0 then wl = wl + TWO32; wh = wh - 1 end
+    wh, wl, el = windowstart(nh, nl, period)
   end
   local wait = skew + period - el
   if cost == 0 or cost > burst or used + cost > burst then
@@ -320,6 +326,86 @@ local function fixedwindow(state, nh, nl, cost, burst, period)
   return true, pack('>Bi4I4i8', 0x41, wh, wl, used), burst - used, 0, wait, wait
 end
 
+-- swfrom mirrors slidingwindow's from: the first offset in a window at
+-- which prev's weight leaves room units, or period when room < 0.
+local function swfrom(prev, room, period)
+  if room < 0 then return period end
+  if prev == 0 then return 0 end
+  -- a quotient over 2^51 (nil) is at least period: the offset is 0
+  local q = muldiv(room, period, 0, prev)
+  if q == nil or q >= period then return 0 end
+  return period - q
+end
+
+-- slidingwindow mirrors algorithms/slidingwindow Decide for states whose
+-- counts are at most Burst (larger ones, left by Charge or another Limit,
+-- take the generic path).
+local function slidingwindow(state, nh, nl, cost, burst, period)
+  local wh, wl, el, cur, prev, skew = nil, nil, nil, 0, 0, 0
+  if state then
+    if #state ~= 25 then return nil end
+    local tag, sh, sl, c, p = unpack('>Bi4I4i8i8', state)
+    if tag ~= 0x51 then return nil end
+    if c > burst or p > burst then return nil end
+    if c < 0 then c = 0 end
+    if p < 0 then p = 0 end
+    local dh = nh - sh
+    local d
+    if dh >= -LIMIT and dh < LIMIT then
+      d = dh * TWO32 + (nl - sl)
+    elseif dh < 0 then
+      return nil
+    end -- else far in the past (d == nil)
+    if d ~= nil and d < 0 then
+      skew = -d
+      if skew > CAP then return nil end
+      d = 0
+    end
+    if d ~= nil and d < period then
+      wh, wl, el, cur, prev = sh, sl, d, c, p
+    elseif d ~= nil and d < 2 * period then
+      wh, wl, el, cur, prev = sh, sl + period, d - period, 0, c
+      local ch = floor(wl / TWO32)
+      wh, wl = wh + ch, wl - ch * TWO32
+    end
+  end
+  if el == nil then
+    wh, wl, el = windowstart(nh, nl, period)
+  end
+  -- estimate = cur + ceil(prev*(period-el)/period)
+  local est = cur
+  if prev > 0 then est = cur + muldiv(prev, period - el, period - 1, period) end
+  local function wait(x)
+    local d
+    local y = swfrom(prev, burst - x - cur, period)
+    if y < period then
+      d = y - el
+      if d < 0 then d = 0 end
+    else
+      y = swfrom(cur, burst - x, period)
+      if y < period then d = period - el + y else d = 2 * period - el end
+    end
+    if d == 0 then return 0 end
+    return skew + d
+  end
+  if cost == 0 or cost > burst or est + cost > burst then
+    local rem = burst - est
+    if rem < 0 then rem = 0 end
+    local reset = 0
+    if cur > 0 then reset = skew + 2 * period - el elseif prev > 0 then reset = skew + period - el end
+    local ttl = reset
+    if not state then ttl = 0 end
+    if cost > burst then return false, state, rem, -1, reset, ttl end
+    local retry
+    if cost == 0 then retry = wait(1) else retry = wait(cost) end
+    return retry == 0 and cost == 0, state, rem, retry, reset, ttl
+  end
+  cur = cur + cost
+  est = est + cost
+  local reset = skew + 2 * period - el
+  return true, pack('>Bi4I4i8i8', 0x51, wh, wl, cur, prev), burst - est, 0, reset, reset
+end
+
 local F13 = '<ddddddddddddd'
 local function decide(state, nh, nl, arg)
   local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack(F13, arg)
@@ -330,8 +416,10 @@ local function decide(state, nh, nl, arg)
     return tokenbucket(state, nh, nl, cost, burst, count, period, 0x11)
   elseif alg == 3 then
     return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31)
+  elseif alg == 4 then
+    return fixedwindow(state, nh, nl, cost, burst, period)
   end
-  return fixedwindow(state, nh, nl, cost, burst, period)
+  return slidingwindow(state, nh, nl, cost, burst, period)
 end
 
 -- now as (hi, lo): sec*1e9 + ns, lo in 0..2^32-1
