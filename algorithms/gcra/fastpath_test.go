@@ -12,10 +12,11 @@ import (
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
-// TestDecideFastPathMatchesReserve checks Decide, which answers a take from
-// the full bucket without the general outcome's divisions, against Reserve
-// with maxWait 0, which takes the general path: for 1 <= cost <= Burst
-// both must give the same outcome and state, from random and edge states.
+// TestDecideFastPathMatchesReserve checks Decide, which computes an
+// admitting outcome inline and, from the full bucket, without outcome's
+// divisions, against Reserve with maxWait 0, which goes through commit:
+// for 1 <= cost <= Burst both must give the same outcome and state, from
+// random and edge states.
 func TestDecideFastPathMatchesReserve(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 17))
 	limits := []ratelimit.Limit{

@@ -246,20 +246,21 @@ func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64
 		o.RetryAfter = w
 		return o, out, nil
 	}
+	// commit and outcome, written out for the hot path. a' = a − cost·T
+	// >= 0, so S' = now − a' <= now always fits.
 	next := v.a.sub(u, l.Count)
-	if !v.full {
-		o, out, _ := v.commit(state, dst, next, l)
-		return o, out, nil
-	}
+	out, _ := v.encode(dst, next, l)
 	// From the full bucket, a = τ = Burst·T and a' = (Burst−cost)·T
 	// exactly, so Remaining is Burst−cost and ResetAfter is ceil(cost·T),
-	// without the divisions of outcome. S' = now − a' <= now always fits.
-	out, _ := v.encode(dst, next, l)
-	reset := u.ceil()
+	// without outcome's division.
+	remaining, reset := l.Burst-cost, u.ceil()
+	if !v.full {
+		remaining, reset = tokens(next, l), v.tau.sub(next, l.Count).ceil()
+	}
 	return ratelimit.Outcome{
 		Allowed:    true,
 		Changed:    !bytes.Equal(state, out),
-		Remaining:  l.Burst - cost,
+		Remaining:  remaining,
 		ResetAfter: reset,
 		TTL:        reset,
 	}, out, nil
