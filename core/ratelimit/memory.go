@@ -35,9 +35,12 @@ const sweepPerInsert = 4
 // MemoryStore is the embedded in-memory Store, the default of New. It keeps
 // state in sharded maps guarded by mutexes, decides with zero allocations
 // for an existing key whose state fits inline (31 bytes), and reclaims idle
-// keys: each insert examines a few entries and drops those whose TTL has
-// passed, which by the Algorithm contract changes nothing. It starts no
-// goroutine.
+// keys: each insert examines a few entries and drops those whose TTL
+// passed more than a grace period ago (one minute by default, see
+// WithMemoryReclaimGrace). Dropping expired state changes nothing by the
+// Algorithm contract; the grace only spares hot keys with tiny TTLs a
+// delete and a re-insert. Memory is therefore bounded by the keys used
+// within their TTL plus the grace. It starts no goroutine.
 //
 // Memory: each key costs one index slot (a string header and a slot
 // number, about 25 bytes at full load) plus a 40-byte slab entry, plus its
@@ -47,6 +50,7 @@ const sweepPerInsert = 4
 // process exits. Create one with NewMemoryStore.
 type MemoryStore struct {
 	clock  Clock
+	grace  int64 // reclaim state expired at least this long ago, ns
 	seed   maphash.Seed
 	mu     sync.Mutex // serialises namespace creation
 	spaces atomic.Pointer[map[string]*memSpace]
@@ -95,9 +99,28 @@ func WithMemoryClock(c Clock) MemoryOption {
 	})
 }
 
+// DefaultReclaimGrace is how long a MemoryStore keeps a key whose state
+// has expired before an insert may reclaim it.
+const DefaultReclaimGrace = time.Minute
+
+// WithMemoryReclaimGrace sets how long a key whose state has expired is
+// kept before an insert may reclaim its memory; 0 reclaims as soon as the
+// state expires. Decisions never see expired state either way: the grace
+// only trades memory for fewer deletes and re-inserts of hot keys. It must
+// not be negative.
+func WithMemoryReclaimGrace(d time.Duration) MemoryOption {
+	return memoryOptionFunc(func(m *MemoryStore) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative reclaim grace %s", ErrInvalidOption, d)
+		}
+		m.grace = int64(d)
+		return nil
+	})
+}
+
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(opts ...MemoryOption) (*MemoryStore, error) {
-	m := &MemoryStore{clock: SystemClock{}, seed: maphash.MakeSeed()}
+	m := &MemoryStore{clock: SystemClock{}, seed: maphash.MakeSeed(), grace: int64(DefaultReclaimGrace)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -187,7 +210,7 @@ func (m *MemoryStore) apply(sp *memSpace, c *Check, res *Outcome) error {
 	}
 	sh.out = out[:0]
 	if err == nil && o.Changed {
-		sh.storeSlot(c.Key, slot, found, now, o.TTL, out)
+		sh.storeSlot(c.Key, slot, found, now, m.cutoff(now), o.TTL, out)
 	}
 	sh.mu.Unlock()
 	if err != nil {
@@ -222,14 +245,24 @@ func (sh *memShard) loadSlot(i uint32, found bool, now int64, dst []byte) []byte
 	return append(dst, e.state[:e.n]...)
 }
 
+// cutoff returns the instant before which expired entries may be
+// reclaimed: now minus the grace, saturating at the smallest int64.
+func (m *MemoryStore) cutoff(now int64) int64 {
+	if now < -(1<<63-1)+m.grace {
+		return -(1 << 63)
+	}
+	return now - m.grace
+}
+
 // store records the new state of key, or drops it when its TTL is over.
-func (sh *memShard) store(key string, now int64, o Outcome, state []byte) {
+// Inserts reclaim entries that expired before cutoff.
+func (sh *memShard) store(key string, now, cutoff int64, o Outcome, state []byte) {
 	i, exists := sh.index[key]
-	sh.storeSlot(key, i, exists, now, o.TTL, state)
+	sh.storeSlot(key, i, exists, now, cutoff, o.TTL, state)
 }
 
 // storeSlot is store for a key already looked up: slot i if exists.
-func (sh *memShard) storeSlot(key string, i uint32, exists bool, now int64, ttl time.Duration, state []byte) {
+func (sh *memShard) storeSlot(key string, i uint32, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
 	if ttl <= 0 || len(state) == 0 {
 		if exists {
 			sh.release(key, i)
@@ -237,7 +270,7 @@ func (sh *memShard) storeSlot(key string, i uint32, exists bool, now int64, ttl 
 		return
 	}
 	if !exists {
-		sh.sweep(now)
+		sh.sweep(cutoff)
 		i = sh.alloc()
 		sh.index[strings.Clone(key)] = i
 	}
@@ -284,11 +317,11 @@ func (sh *memShard) release(key string, i uint32) {
 	sh.free = append(sh.free, i)
 }
 
-// sweep drops a few expired entries; called on insert.
-func (sh *memShard) sweep(now int64) {
+// sweep drops a few entries that expired before cutoff; called on insert.
+func (sh *memShard) sweep(cutoff int64) {
 	n := 0
 	for k, i := range sh.index {
-		if sh.entry(i).expires <= now {
+		if sh.entry(i).expires <= cutoff {
 			sh.release(k, i)
 		}
 		n++
@@ -386,7 +419,7 @@ func (m *MemoryStore) ApplyAll(ctx context.Context, checks []Check, out []Outcom
 			continue
 		}
 		if out[i].Changed || !sameState(shards[i].load(c.Key, now, nil), states[j].state) {
-			shards[i].store(c.Key, now, out[i], states[j].state)
+			shards[i].store(c.Key, now, m.cutoff(now), out[i], states[j].state)
 		}
 		states[j].written = true
 	}

@@ -100,7 +100,12 @@ func TestMemoryStoreExactUnderContentionConcurrentSafe(t *testing.T) {
 }
 
 func TestMemoryStoreReclaimsIdleKeys(t *testing.T) {
-	s, clk := newMem(t)
+	clk := newFakeClock()
+	s, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk), ratelimit.WithMemoryReclaimGrace(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
 	l := ratelimit.PerSecond(1000)
 	for i := range 10000 {
 		if _, err := s.Apply(t.Context(), check(fmt.Sprint("a", i), l, 1)); err != nil {
@@ -302,5 +307,43 @@ func BenchmarkMemoryStoreApply(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_, _ = s.Apply(ctx, c)
+	}
+}
+
+func TestMemoryStoreReclaimGrace(t *testing.T) {
+	clk := newFakeClock()
+	s, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk), ratelimit.WithMemoryReclaimGrace(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := ratelimit.PerSecond(1000)
+	insert := func(prefix string, n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := s.Apply(t.Context(), check(fmt.Sprint(prefix, i), l, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	insert("a", 5000)
+	clk.Advance(30 * time.Second) // expired, but within the grace
+	insert("b", 5000)
+	if n := s.Len(); n != 10000 {
+		t.Fatalf("Len = %d, want 10000: keys inside the grace were reclaimed", n)
+	}
+	// Expired state is still never seen by decisions.
+	if o, err := s.Apply(t.Context(), check("a0", l, 0)); err != nil || o.Remaining != 1000 {
+		t.Fatalf("peek of an expired key inside the grace: %+v %v, want a full bucket", o, err)
+	}
+	clk.Advance(2 * time.Minute)
+	for round := range 10 {
+		insert(fmt.Sprint("c", round, "-"), 5000)
+	}
+	if n := s.Len(); n > 60000-5000 {
+		t.Fatalf("Len = %d after the grace passed, want old keys reclaimed", n)
+	}
+	if _, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryReclaimGrace(-1)); !errors.Is(err, ratelimit.ErrInvalidOption) {
+		t.Fatalf("negative grace: %v, want ErrInvalidOption", err)
 	}
 }
