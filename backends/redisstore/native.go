@@ -94,20 +94,33 @@ func maxDebt(l ratelimit.Limit) int64 {
 	return min(ratelimit.MulDivFloor(int64(ratelimit.MaxWindowSpan), l.Count, int64(l.Period)), 1<<50)
 }
 
+// numCodes is the number of native algorithm codes (1..numCodes-1).
+const numCodes = codeSlidingWindow + 1
+
 // headArg returns native.lua's first argument: the PEXPIRE margin in
-// milliseconds and, with a test clock, now as Unix seconds and
-// nanoseconds (-1 and 0 for the server's TIME). ok is false for a test
-// instant before 1970, which native.lua does not handle.
-func (s *Store) headArg() (arg any, ok bool) {
+// milliseconds; with a test clock, now as Unix seconds and nanoseconds
+// (-1 and 0 for the server's TIME); then one flag per algorithm code, 1
+// when mask has bit code-1 (the script creates only the functions of the
+// algorithms a call uses). ok is false for a test instant before 1970,
+// which native.lua does not handle.
+func (s *Store) headArg(mask uint) (arg any, ok bool) {
 	if s.cfg.clock == nil {
-		return s.marginArg, true
+		return s.headArgs[mask], true
 	}
 	now := s.cfg.clock.Now()
 	if now < 0 {
 		return nil, false
 	}
-	margin := int64(s.cfg.ttlMargin / time.Millisecond)
-	return string(appendDoubles(nil, margin, now/1e9, now%1e9)), true
+	return string(s.appendHead(nil, now/1e9, now%1e9, mask)), true
+}
+
+// appendHead appends the doubles of headArg.
+func (s *Store) appendHead(b []byte, sec, ns int64, mask uint) []byte {
+	b = appendDoubles(b, int64(s.cfg.ttlMargin/time.Millisecond), sec, ns)
+	for c := uint(1); c < numCodes; c++ {
+		b = appendDoubles(b, int64(mask>>(c-1)&1))
+	}
+	return b
 }
 
 // appendDoubles appends each value as a little-endian IEEE 754 double,
@@ -134,15 +147,18 @@ func replyInt(rep string, i int) int64 {
 // meets a state it cannot decide exactly (see native.lua) it writes
 // nothing and the call is decided on the generic path.
 func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys []string, out []ratelimit.Outcome) (bool, error) {
-	head, ok := s.headArg()
+	var buf [4]any // run copies the arguments: a single check allocates nothing here
+	args := append(buf[:0], nil)
+	var mask uint
+	for i := range checks {
+		mask |= 1 << (nativeAlg(checks[i].Algorithm) - 1)
+		args = append(args, s.checkArg(&checks[i]))
+	}
+	head, ok := s.headArg(mask)
 	if !ok {
 		return s.applyGeneric(ctx, checks, keys, out)
 	}
-	var buf [4]any // run copies the arguments: a single check allocates nothing here
-	args := append(buf[:0], head)
-	for i := range checks {
-		args = append(args, s.checkArg(&checks[i]))
-	}
+	args[0] = head
 	s.nativeCalls.Add(1)
 	reply, err := s.run(ctx, nativeScript, keys, args)
 	if err != nil {

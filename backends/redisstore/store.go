@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -50,9 +49,9 @@ type Store struct {
 	// Counters of native.lua calls and of those that fell back to the
 	// generic path, read by tests.
 	nativeCalls, nativeFallbacks atomic.Int64
-	// marginArg is native.lua's first argument without a test clock (see
-	// headArg).
-	marginArg any
+	// headArgs holds native.lua's first argument without a test clock for
+	// every mask of algorithm codes (see headArg).
+	headArgs [1 << (numCodes - 1)]any
 	// argsCache maps an argsKey to native.lua's argument for it;
 	// argsCached counts its entries.
 	argsCache  sync.Map
@@ -83,7 +82,9 @@ func New(client Client, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s.marginArg = string(appendDoubles(nil, int64(s.cfg.ttlMargin/time.Millisecond), -1, 0))
+	for m := range s.headArgs {
+		s.headArgs[m] = string(s.appendHead(nil, -1, 0, uint(m)))
+	}
 	var ctxTimeouts bool
 	switch c := client.(type) {
 	case *redis.Client:

@@ -18,9 +18,10 @@
 -- instead of a tonumber per value); every value is an integer below 2^53,
 -- so the little-endian doubles carry it exactly.
 -- KEYS: one state key per check (a key may repeat; checks apply in order).
--- ARGV[1]: three doubles: the PEXPIRE margin in milliseconds, then Unix
+-- ARGV[1]: eight doubles: the PEXPIRE margin in milliseconds; Unix
 --   seconds and nanoseconds injected by tests (WithTestClock), or -1 and 0
---   to use TIME.
+--   to use TIME; then 1 or 0 for each algorithm (gcra, tokenbucket,
+--   leakybucket, fixedwindow, slidingwindow): whether the call uses it.
 -- ARGV[1+i]: thirteen doubles for check i: algorithm (1 gcra, 2
 --   tokenbucket, 3 leakybucket, 4 fixedwindow, 5 slidingwindow), cost,
 --   burst, count,
@@ -32,10 +33,9 @@
 -- and ttl, with status 1 (all allowed, written) or 0 (denied, nothing
 -- written); or the status -1 alone (use the generic path).
 
-local TWO32 = 4294967296
-local LIMIT = 1048576 -- 2^20: |hi difference| below it keeps a difference exact
-local CAP = 2251799813685248 -- 2^51
-local P52 = 4503599627370496 -- 2^52
+-- Constants are literals (2^20 = 1048576, 2^32 = 4294967296,
+-- 2^51 = 2251799813685248, 2^52 = 4503599627370496): a local would be an
+-- upvalue of every function using it, created on every call.
 local floor = math.floor
 local unpack, pack = struct.unpack, struct.pack
 
@@ -56,9 +56,9 @@ end
 -- chosen so that z*2^k <= 2^52: no intermediate passes 2^53.
 local function muldiv(x, y, add, z)
   local prod = x * y + add
-  if prod < P52 then
+  if prod < 4503599627370496 then
     local q, r = idiv(prod, z)
-    if q > CAP then return nil end
+    if q > 2251799813685248 then return nil end
     return q, r
   end
   local xq, xr = idiv(x, z)
@@ -76,339 +76,358 @@ local function muldiv(x, y, add, z)
     aq = aq * base + hq + d * xq + dq
     ar = hr + dr
     if ar >= z then ar = ar - z; aq = aq + 1 end
-    if aq > CAP then return nil end
+    if aq > 2251799813685248 then return nil end
     p = p / base
   end
   local q, r = idiv(add, z)
   q, r = q + aq, r + ar
   if r >= z then r = r - z; q = q + 1 end
-  if q > CAP then return nil end
+  if q > 2251799813685248 then return nil end
   return q, r
 end
 
--- gcra mirrors algorithms/gcra Decide. Spans are q + r/count ns with
--- 0 <= r < count. Returns nil to fall back, or allowed, new state,
--- remaining, retry (-1 never), reset, ttl.
-local function gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr)
-  local aq, ar = tq, tr -- refill a, clamped to tau
-  if state then
-    if #state ~= 17 then return nil end
-    local tag, sh, sl, f = unpack('>Bi4I4i8', state)
-    if tag ~= 0x21 then return nil end
-    -- f is exact below 2^53; a larger or negative one is taken as 0
-    -- either way, since count <= 2^40.
-    if f < 0 or f >= count then f = 0 end
-    local dh = nh - sh
-    local d
-    if dh >= -LIMIT and dh < LIMIT then
-      d = dh * TWO32 + (nl - sl)
-    elseif dh < 0 then
-      return nil
-    else
-      d = tq + 2 -- far in the past: full
-    end
-    if d >= 0 then
-      if d <= tq + 1 then
-        aq, ar = d, -f
+-- The flags say which algorithms this call uses: only their functions are
+-- created (each closure is a measurable share of a short script's cost).
+local margin, sec, ns, useG, useT, useL, useF, useS = unpack('<dddddddd', ARGV[1])
+
+local gcra
+if useG == 1 then
+  -- gcra mirrors algorithms/gcra Decide. Spans are q + r/count ns with
+  -- 0 <= r < count. Returns nil to fall back, or allowed, new state,
+  -- remaining, retry (-1 never), reset, ttl.
+  gcra = function(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr)
+    local aq, ar = tq, tr -- refill a, clamped to tau
+    if state then
+      if #state ~= 17 then return nil end
+      local tag, sh, sl, f = unpack('>Bi4I4i8', state)
+      if tag ~= 0x21 then return nil end
+      -- f is exact below 2^53; a larger or negative one is taken as 0
+      -- either way, since count <= 2^40.
+      if f < 0 or f >= count then f = 0 end
+      local dh = nh - sh
+      local d
+-- a hi difference below 2^20 keeps now - S below 2^52: exact
+      if dh >= -1048576 and dh < 1048576 then
+        d = dh * 4294967296 + (nl - sl)
+      elseif dh < 0 then
+        return nil
+      else
+        d = tq + 2 -- far in the past: full
+      end
+      if d >= 0 then
+        if d <= tq + 1 then
+          aq, ar = d, -f
+          if ar < 0 then ar = ar + count; aq = aq - 1 end
+        end
+      else
+        d = -d
+        if d > 2251799813685248 then return nil end
+        if d > dq + 1 then
+          aq, ar = -dq, -dr
+        else
+          aq, ar = -d, -f
+        end
         if ar < 0 then ar = ar + count; aq = aq - 1 end
       end
-    else
-      d = -d
-      if d > CAP then return nil end
-      if d > dq + 1 then
-        aq, ar = -dq, -dr
+      -- clamp to -debt..tau (only a negative refill can reach -debt)
+      if tq < aq or (tq == aq and tr < ar) then
+        aq, ar = tq, tr
+      elseif aq < 0 then
+        local lq, lr = -dq, -dr
+        if lr < 0 then lr = lr + count; lq = lq - 1 end
+        if aq < lq or (aq == lq and ar < lr) then aq, ar = lq, lr end
+      end
+    end
+    local wq, wr -- the span to wait for: units(cost), or units(1) to peek
+    if cost == 0 then
+      wq, wr = oq, o_r
+    elseif cost <= burst then
+      wq, wr = uq, ur
+    end
+    local allowed = false
+    if wq ~= nil then
+      -- w = ceil(span - a), 0 when a covers the span
+      local q, r = wq - aq, wr - ar
+      if r < 0 then r = r + count; q = q - 1 end
+      if q < 0 then
+        wq = 0
       else
-        aq, ar = -d, -f
+        wq = q
+        if r > 0 then wq = q + 1 end
       end
+      allowed = wq == 0
+    end
+    local out = state
+    if allowed and cost > 0 then
+      -- a' = a - units(cost); S' = now - a', kept as s + f/count
+      aq, ar = aq - uq, ar - ur
       if ar < 0 then ar = ar + count; aq = aq - 1 end
+      local q, f = aq, 0
+      if ar > 0 then q = q + 1; f = count - ar end
+      local qh = floor(q / 4294967296)
+      local sh, sl = nh - qh, nl - (q - qh * 4294967296)
+      if sl < 0 then sl = sl + 4294967296; sh = sh - 1 end
+      if sl >= 4294967296 then sl = sl - 4294967296; sh = sh + 1 end
+      if sh < 0 then return nil end
+      out = pack('>Bi4I4i8', 0x21, sh, sl, f)
     end
-    -- clamp to -debt..tau (only a negative refill can reach -debt)
-    if tq < aq or (tq == aq and tr < ar) then
-      aq, ar = tq, tr
-    elseif aq < 0 then
-      local lq, lr = -dq, -dr
-      if lr < 0 then lr = lr + count; lq = lq - 1 end
-      if aq < lq or (aq == lq and ar < lr) then aq, ar = lq, lr end
+    -- remaining = floor(a*count/period), 0 in debt, at most burst;
+    -- reset = ceil(tau - a)
+    local rq, rr = tq - aq, tr - ar
+    if rr < 0 then rr = rr + count; rq = rq - 1 end
+    local reset = 0
+    if rq >= 0 then
+      reset = rq
+      if rr > 0 then reset = rq + 1 end
     end
-  end
-  local wq, wr -- the span to wait for: units(cost), or units(1) to peek
-  if cost == 0 then
-    wq, wr = oq, o_r
-  elseif cost <= burst then
-    wq, wr = uq, ur
-  end
-  local allowed = false
-  if wq ~= nil then
-    -- w = ceil(span - a), 0 when a covers the span
-    local q, r = wq - aq, wr - ar
-    if r < 0 then r = r + count; q = q - 1 end
-    if q < 0 then
-      wq = 0
-    else
-      wq = q
-      if r > 0 then wq = q + 1 end
+    local rem = 0
+    if aq >= 0 then
+      rem = muldiv(aq, count, ar, period)
+      if rem == nil or rem > burst then rem = burst end
     end
-    allowed = wq == 0
+    local ttl = reset
+    if not state and out == state then ttl = 0 end
+    if cost > burst then return false, out, rem, -1, reset, ttl end
+    if cost == 0 then return allowed, out, rem, wq, reset, ttl end
+    return allowed, out, rem, wq, reset, ttl
   end
-  local out = state
-  if allowed and cost > 0 then
-    -- a' = a - units(cost); S' = now - a', kept as s + f/count
-    aq, ar = aq - uq, ar - ur
-    if ar < 0 then ar = ar + count; aq = aq - 1 end
-    local q, f = aq, 0
-    if ar > 0 then q = q + 1; f = count - ar end
-    local qh = floor(q / TWO32)
-    local sh, sl = nh - qh, nl - (q - qh * TWO32)
-    if sl < 0 then sl = sl + TWO32; sh = sh - 1 end
-    if sl >= TWO32 then sl = sl - TWO32; sh = sh + 1 end
-    if sh < 0 then return nil end
-    out = pack('>Bi4I4i8', 0x21, sh, sl, f)
-  end
-  -- remaining = floor(a*count/period), 0 in debt, at most burst;
-  -- reset = ceil(tau - a)
-  local rq, rr = tq - aq, tr - ar
-  if rr < 0 then rr = rr + count; rq = rq - 1 end
-  local reset = 0
-  if rq >= 0 then
-    reset = rq
-    if rr > 0 then reset = rq + 1 end
-  end
-  local rem = 0
-  if aq >= 0 then
-    rem = muldiv(aq, count, ar, period)
-    if rem == nil or rem > burst then rem = burst end
-  end
-  local ttl = reset
-  if not state and out == state then ttl = 0 end
-  if cost > burst then return false, out, rem, -1, reset, ttl end
-  if cost == 0 then return allowed, out, rem, wq, reset, ttl end
-  return allowed, out, rem, wq, reset, ttl
 end
 
--- tbwait returns ceil(((x-level)*period - f)/count) plus skew, 0 when
--- level >= x, or nil when it does not fit.
-local function tbwait(x, level, period, count, f, skew)
-  if level >= x then return 0 end
-  local q = muldiv(x - level - 1, period, period - f + count - 1, count)
-  if q == nil then return nil end
-  return skew + q
-end
+local tbwait, tokenbucket
+if useT + useL > 0 then
+  -- tbwait returns ceil(((x-level)*period - f)/count) plus skew, 0 when
+  -- level >= x, or nil when it does not fit.
+  tbwait = function(x, level, period, count, f, skew)
+    if level >= x then return 0 end
+    local q = muldiv(x - level - 1, period, period - f + count - 1, count)
+    if q == nil then return nil end
+    return skew + q
+  end
 
--- tokenbucket mirrors algorithms/tokenbucket Decide, and with tag 0x31
--- algorithms/leakybucket Decide: the leaky bucket as a meter is the token
--- bucket whose tokens are the free room, Burst - W for W units of water,
--- with the same fraction, instant and outcomes; only the stored count and
--- the tag differ.
-local function tokenbucket(state, nh, nl, cost, burst, count, period, stag)
-  local n, f, th, tl, skew = burst, 0, nh, nl, 0
-  if state then
-    if #state ~= 25 then return nil end
-    local tag, sn, sf, sh, sl = unpack('>Bi8i8i4I4', state)
-    if tag ~= stag then return nil end
-    -- water to room: a W of 2^53 or more, inexact, is debt either way
-    if stag == 0x31 then sn = burst - sn end
-    local dh = nh - sh
-    local d
-    if dh >= -LIMIT and dh < LIMIT then
-      d = dh * TWO32 + (nl - sl)
-      if d < 0 then
-        skew = -d
-        if skew > CAP then return nil end
-        nh, nl, d = sh, sl, 0
-      end
-    elseif dh < 0 then
-      return nil
-    end -- else far in the past: full (d == nil)
-    -- sf and sn are exact below 2^53: beyond it they are out of range
-    -- either way (period <= 2^51, burst <= 2^40).
-    f = sf
-    if f < 0 or f >= period then f = 0 end
-    if sn < 0 then return nil end -- debt: generic path
-    if sn >= burst or d == nil then
-      n, f = burst, 0
-    else
-      local q, r = muldiv(d, count, f, period)
-      if q == nil or q >= burst - sn then
+  -- tokenbucket mirrors algorithms/tokenbucket Decide, and with tag 0x31
+  -- algorithms/leakybucket Decide: the leaky bucket as a meter is the token
+  -- bucket whose tokens are the free room, Burst - W for W units of water,
+  -- with the same fraction, instant and outcomes; only the stored count and
+  -- the tag differ.
+  tokenbucket = function(state, nh, nl, cost, burst, count, period, stag)
+    local n, f, th, tl, skew = burst, 0, nh, nl, 0
+    if state then
+      if #state ~= 25 then return nil end
+      local tag, sn, sf, sh, sl = unpack('>Bi8i8i4I4', state)
+      if tag ~= stag then return nil end
+      -- water to room: a W of 2^53 or more, inexact, is debt either way
+      if stag == 0x31 then sn = burst - sn end
+      local dh = nh - sh
+      local d
+      if dh >= -1048576 and dh < 1048576 then
+        d = dh * 4294967296 + (nl - sl)
+        if d < 0 then
+          skew = -d
+          if skew > 2251799813685248 then return nil end
+          nh, nl, d = sh, sl, 0
+        end
+      elseif dh < 0 then
+        return nil
+      end -- else far in the past: full (d == nil)
+      -- sf and sn are exact below 2^53: beyond it they are out of range
+      -- either way (period <= 2^51, burst <= 2^40).
+      f = sf
+      if f < 0 or f >= period then f = 0 end
+      if sn < 0 then return nil end -- debt: generic path
+      if sn >= burst or d == nil then
         n, f = burst, 0
       else
-        n, f = sn + q, r
+        local q, r = muldiv(d, count, f, period)
+        if q == nil or q >= burst - sn then
+          n, f = burst, 0
+        else
+          n, f = sn + q, r
+        end
+      end
+      th, tl = nh, nl
+    end
+    local allowed = cost > 0 and cost <= burst and n >= cost
+    local level, out = n, state
+    if allowed then
+      level = n - cost
+      out = false
+      if level < burst then
+        local v = level
+        if stag == 0x31 then v = burst - level end
+        out = pack('>Bi8i8i4I4', stag, v, f, th, tl)
       end
     end
-    th, tl = nh, nl
-  end
-  local allowed = cost > 0 and cost <= burst and n >= cost
-  local level, out = n, state
-  if allowed then
-    level = n - cost
-    out = false
-    if level < burst then
-      local v = level
-      if stag == 0x31 then v = burst - level end
-      out = pack('>Bi8i8i4I4', stag, v, f, th, tl)
-    end
-  end
-  local reset = 0
-  if level < burst then
-    reset = tbwait(burst, level, period, count, f, skew)
-    if reset == nil then return nil end
-  end
-  local rem = level
-  if rem < 0 then rem = 0 end
-  if allowed then return true, out, rem, 0, reset, reset end
-  local ttl = reset
-  if not state then ttl = 0 end
-  if cost > burst then return false, out, rem, -1, reset, ttl end
-  local retry
-  if cost == 0 then retry = tbwait(1, n, period, count, f, skew) else retry = tbwait(cost, n, period, count, f, skew) end
-  if retry == nil then return nil end
-  if cost == 0 then return n >= 1, out, rem, retry, reset, ttl end
-  return false, out, rem, retry, reset, ttl
-end
-
--- windowstart returns the start of now's window, now - (now mod period),
--- as (hi, lo), and now mod period, exactly.
-local function windowstart(nh, nl, period)
-  local _, xr = idiv(nh, period)
-  local _, el = muldiv(xr, TWO32, nl, period)
-  local qh = floor(el / TWO32)
-  local wh, wl = nh - qh, nl - (el - qh * TWO32)
-  if wl < 0 then wl = wl + TWO32; wh = wh - 1 end
-  return wh, wl, el
-end
-
--- fixedwindow mirrors algorithms/fixedwindow Decide for a state whose
--- count is at most Burst (a larger one, left by Charge or another Limit,
--- carries over into later windows: generic path). The window of now
--- starts at now - (now mod period); with a count of at most Burst a
--- denied cost fits at the start of the next window, so every wait is
--- skew + period - el, el being the time elapsed in the window.
-local function fixedwindow(state, nh, nl, cost, burst, period)
-  local wh, wl, el, used, skew = nil, nil, nil, 0, 0
-  if state then
-    if #state ~= 17 then return nil end
-    local tag, sh, sl, c = unpack('>Bi4I4i8', state)
-    if tag ~= 0x41 then return nil end
-    if c > burst then return nil end
-    local dh = nh - sh
-    local d
-    if dh >= -LIMIT and dh < LIMIT then
-      d = dh * TWO32 + (nl - sl)
-    elseif dh < 0 then
-      return nil
-    end -- else far in the past (d == nil)
-    if d ~= nil and d < period then
-      if d < 0 then
-        skew = -d
-        if skew > CAP then return nil end
-        d = 0
-      end
-      wh, wl, el = sh, sl, d
-      if c > 0 then used = c end
-    end
-  end
-  if el == nil then
-    wh, wl, el = windowstart(nh, nl, period)
-  end
-  local wait = skew + period - el
-  if cost == 0 or cost > burst or used + cost > burst then
-    local reset, ttl = 0, 0
-    if used > 0 then reset = wait end
-    if state then ttl = reset end
-    local rem = burst - used
-    if cost > burst then return false, state, rem, -1, reset, ttl end
-    if cost == 0 then
-      if used + 1 <= burst then return true, state, rem, 0, reset, ttl end
-      return false, state, rem, wait, reset, ttl
-    end
-    return false, state, rem, wait, reset, ttl
-  end
-  used = used + cost
-  return true, pack('>Bi4I4i8', 0x41, wh, wl, used), burst - used, 0, wait, wait
-end
-
--- swfrom mirrors slidingwindow's from: the first offset in a window at
--- which prev's weight leaves room units, or period when room < 0.
-local function swfrom(prev, room, period)
-  if room < 0 then return period end
-  if prev == 0 then return 0 end
-  -- a quotient over 2^51 (nil) is at least period: the offset is 0
-  local q = muldiv(room, period, 0, prev)
-  if q == nil or q >= period then return 0 end
-  return period - q
-end
-
--- slidingwindow mirrors algorithms/slidingwindow Decide for states whose
--- counts are at most Burst (larger ones, left by Charge or another Limit,
--- take the generic path).
-local function slidingwindow(state, nh, nl, cost, burst, period)
-  local wh, wl, el, cur, prev, skew = nil, nil, nil, 0, 0, 0
-  if state then
-    if #state ~= 25 then return nil end
-    local tag, sh, sl, c, p = unpack('>Bi4I4i8i8', state)
-    if tag ~= 0x51 then return nil end
-    if c > burst or p > burst then return nil end
-    if c < 0 then c = 0 end
-    if p < 0 then p = 0 end
-    local dh = nh - sh
-    local d
-    if dh >= -LIMIT and dh < LIMIT then
-      d = dh * TWO32 + (nl - sl)
-    elseif dh < 0 then
-      return nil
-    end -- else far in the past (d == nil)
-    if d ~= nil and d < 0 then
-      skew = -d
-      if skew > CAP then return nil end
-      d = 0
-    end
-    if d ~= nil and d < period then
-      wh, wl, el, cur, prev = sh, sl, d, c, p
-    elseif d ~= nil and d < 2 * period then
-      wh, wl, el, cur, prev = sh, sl + period, d - period, 0, c
-      local ch = floor(wl / TWO32)
-      wh, wl = wh + ch, wl - ch * TWO32
-    end
-  end
-  if el == nil then
-    wh, wl, el = windowstart(nh, nl, period)
-  end
-  -- estimate = cur + ceil(prev*(period-el)/period)
-  local est = cur
-  if prev > 0 then est = cur + muldiv(prev, period - el, period - 1, period) end
-  local function wait(x)
-    local d
-    local y = swfrom(prev, burst - x - cur, period)
-    if y < period then
-      d = y - el
-      if d < 0 then d = 0 end
-    else
-      y = swfrom(cur, burst - x, period)
-      if y < period then d = period - el + y else d = 2 * period - el end
-    end
-    if d == 0 then return 0 end
-    return skew + d
-  end
-  if cost == 0 or cost > burst or est + cost > burst then
-    local rem = burst - est
-    if rem < 0 then rem = 0 end
     local reset = 0
-    if cur > 0 then reset = skew + 2 * period - el elseif prev > 0 then reset = skew + period - el end
+    if level < burst then
+      reset = tbwait(burst, level, period, count, f, skew)
+      if reset == nil then return nil end
+    end
+    local rem = level
+    if rem < 0 then rem = 0 end
+    if allowed then return true, out, rem, 0, reset, reset end
     local ttl = reset
     if not state then ttl = 0 end
-    if cost > burst then return false, state, rem, -1, reset, ttl end
+    if cost > burst then return false, out, rem, -1, reset, ttl end
     local retry
-    if cost == 0 then retry = wait(1) else retry = wait(cost) end
-    return retry == 0 and cost == 0, state, rem, retry, reset, ttl
+    if cost == 0 then retry = tbwait(1, n, period, count, f, skew) else retry = tbwait(cost, n, period, count, f, skew) end
+    if retry == nil then return nil end
+    if cost == 0 then return n >= 1, out, rem, retry, reset, ttl end
+    return false, out, rem, retry, reset, ttl
   end
-  cur = cur + cost
-  est = est + cost
-  local reset = skew + 2 * period - el
-  return true, pack('>Bi4I4i8i8', 0x51, wh, wl, cur, prev), burst - est, 0, reset, reset
 end
 
-local F13 = '<ddddddddddddd'
+local windowstart
+if useF + useS > 0 then
+  -- windowstart returns the start of now's window, now - (now mod period),
+  -- as (hi, lo), and now mod period, exactly.
+  windowstart = function(nh, nl, period)
+    local _, xr = idiv(nh, period)
+    local _, el = muldiv(xr, 4294967296, nl, period)
+    local qh = floor(el / 4294967296)
+    local wh, wl = nh - qh, nl - (el - qh * 4294967296)
+    if wl < 0 then wl = wl + 4294967296; wh = wh - 1 end
+    return wh, wl, el
+  end
+end
+
+local fixedwindow
+if useF == 1 then
+  -- fixedwindow mirrors algorithms/fixedwindow Decide for a state whose
+  -- count is at most Burst (a larger one, left by Charge or another Limit,
+  -- carries over into later windows: generic path). The window of now
+  -- starts at now - (now mod period); with a count of at most Burst a
+  -- denied cost fits at the start of the next window, so every wait is
+  -- skew + period - el, el being the time elapsed in the window.
+  fixedwindow = function(state, nh, nl, cost, burst, period)
+    local wh, wl, el, used, skew = nil, nil, nil, 0, 0
+    if state then
+      if #state ~= 17 then return nil end
+      local tag, sh, sl, c = unpack('>Bi4I4i8', state)
+      if tag ~= 0x41 then return nil end
+      if c > burst then return nil end
+      local dh = nh - sh
+      local d
+      if dh >= -1048576 and dh < 1048576 then
+        d = dh * 4294967296 + (nl - sl)
+      elseif dh < 0 then
+        return nil
+      end -- else far in the past (d == nil)
+      if d ~= nil and d < period then
+        if d < 0 then
+          skew = -d
+          if skew > 2251799813685248 then return nil end
+          d = 0
+        end
+        wh, wl, el = sh, sl, d
+        if c > 0 then used = c end
+      end
+    end
+    if el == nil then
+      wh, wl, el = windowstart(nh, nl, period)
+    end
+    local wait = skew + period - el
+    if cost == 0 or cost > burst or used + cost > burst then
+      local reset, ttl = 0, 0
+      if used > 0 then reset = wait end
+      if state then ttl = reset end
+      local rem = burst - used
+      if cost > burst then return false, state, rem, -1, reset, ttl end
+      if cost == 0 then
+        if used + 1 <= burst then return true, state, rem, 0, reset, ttl end
+        return false, state, rem, wait, reset, ttl
+      end
+      return false, state, rem, wait, reset, ttl
+    end
+    used = used + cost
+    return true, pack('>Bi4I4i8', 0x41, wh, wl, used), burst - used, 0, wait, wait
+  end
+end
+
+local swfrom, slidingwindow
+if useS == 1 then
+  -- swfrom mirrors slidingwindow's from: the first offset in a window at
+  -- which prev's weight leaves room units, or period when room < 0.
+  swfrom = function(prev, room, period)
+    if room < 0 then return period end
+    if prev == 0 then return 0 end
+    -- a quotient over 2^51 (nil) is at least period: the offset is 0
+    local q = muldiv(room, period, 0, prev)
+    if q == nil or q >= period then return 0 end
+    return period - q
+  end
+
+  -- slidingwindow mirrors algorithms/slidingwindow Decide for states whose
+  -- counts are at most Burst (larger ones, left by Charge or another Limit,
+  -- take the generic path).
+  slidingwindow = function(state, nh, nl, cost, burst, period)
+    local wh, wl, el, cur, prev, skew = nil, nil, nil, 0, 0, 0
+    if state then
+      if #state ~= 25 then return nil end
+      local tag, sh, sl, c, p = unpack('>Bi4I4i8i8', state)
+      if tag ~= 0x51 then return nil end
+      if c > burst or p > burst then return nil end
+      if c < 0 then c = 0 end
+      if p < 0 then p = 0 end
+      local dh = nh - sh
+      local d
+      if dh >= -1048576 and dh < 1048576 then
+        d = dh * 4294967296 + (nl - sl)
+      elseif dh < 0 then
+        return nil
+      end -- else far in the past (d == nil)
+      if d ~= nil and d < 0 then
+        skew = -d
+        if skew > 2251799813685248 then return nil end
+        d = 0
+      end
+      if d ~= nil and d < period then
+        wh, wl, el, cur, prev = sh, sl, d, c, p
+      elseif d ~= nil and d < 2 * period then
+        wh, wl, el, cur, prev = sh, sl + period, d - period, 0, c
+        local ch = floor(wl / 4294967296)
+        wh, wl = wh + ch, wl - ch * 4294967296
+      end
+    end
+    if el == nil then
+      wh, wl, el = windowstart(nh, nl, period)
+    end
+    -- estimate = cur + ceil(prev*(period-el)/period)
+    local est = cur
+    if prev > 0 then est = cur + muldiv(prev, period - el, period - 1, period) end
+    local function wait(x)
+      local d
+      local y = swfrom(prev, burst - x - cur, period)
+      if y < period then
+        d = y - el
+        if d < 0 then d = 0 end
+      else
+        y = swfrom(cur, burst - x, period)
+        if y < period then d = period - el + y else d = 2 * period - el end
+      end
+      if d == 0 then return 0 end
+      return skew + d
+    end
+    if cost == 0 or cost > burst or est + cost > burst then
+      local rem = burst - est
+      if rem < 0 then rem = 0 end
+      local reset = 0
+      if cur > 0 then reset = skew + 2 * period - el elseif prev > 0 then reset = skew + period - el end
+      local ttl = reset
+      if not state then ttl = 0 end
+      if cost > burst then return false, state, rem, -1, reset, ttl end
+      local retry
+      if cost == 0 then retry = wait(1) else retry = wait(cost) end
+      return retry == 0 and cost == 0, state, rem, retry, reset, ttl
+    end
+    cur = cur + cost
+    est = est + cost
+    local reset = skew + 2 * period - el
+    return true, pack('>Bi4I4i8i8', 0x51, wh, wl, cur, prev), burst - est, 0, reset, reset
+  end
+end
+
 local function decide(state, nh, nl, arg)
-  local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack(F13, arg)
+  local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack('<ddddddddddddd', arg)
   if alg == 1 then
     return gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr)
   end
@@ -423,7 +442,6 @@ local function decide(state, nh, nl, arg)
 end
 
 -- now as (hi, lo): sec*1e9 + ns, lo in 0..2^32-1
-local margin, sec, ns = unpack('<ddd', ARGV[1])
 if sec < 0 then
   local t = redis.call('TIME')
   sec, ns = tonumber(t[1]), tonumber(t[2]) * 1000
@@ -434,8 +452,8 @@ do
   local m = a * 1000000000
   local hi = floor(m / 65536)
   local lo = (m - hi * 65536) * 65536 + (sec - a * 65536) * 1000000000 + ns
-  local c = floor(lo / TWO32)
-  nh, nl = hi + c, lo - c * TWO32
+  local c = floor(lo / 4294967296)
+  nh, nl = hi + c, lo - c * 4294967296
 end
 
 -- pexpire returns the PX argument for a TTL in ns: ceil(ttl/1e6) + margin.
