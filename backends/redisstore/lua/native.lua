@@ -39,26 +39,31 @@
 local floor = math.floor
 local unpack, pack = struct.unpack, struct.pack
 
--- idiv returns floor(x/y) and x mod y exactly for 0 <= x < 2^52, 0 < y.
-local function idiv(x, y)
-  local q = floor(x / y)
-  local r = x - q * y
-  while r < 0 do q = q - 1; r = r + y end
-  while r >= y do q = q + 1; r = r - y end
-  return q, r
-end
-
 -- muldiv returns floor((x*y + add)/z) and the remainder, exactly, for
 -- integers 0 <= x, y, add < 2^52 and 0 < z <= 2^51, or nil when the
--- quotient exceeds 2^51. A product below 2^52 is exact in a double and
+-- quotient exceeds 2^51. A sum below 2^52 is exact in a double and
 -- divided directly. Otherwise y is consumed in digits of k bits from the
 -- top, the partial product kept as a quotient and a remainder of z, with k
--- chosen so that z*2^k <= 2^52: no intermediate passes 2^53.
+-- chosen so that z*2^k <= 2^52: no intermediate passes 2^53. Its helper
+-- idiv is created only on that rarer path (every closure a script creates
+-- costs on each call).
 local function muldiv(x, y, add, z)
   local prod = x * y + add
   if prod < 4503599627370496 then
-    local q, r = idiv(prod, z)
+    -- the double quotient may be one off: correct it
+    local q = floor(prod / z)
+    local r = prod - q * z
+    while r < 0 do q = q - 1; r = r + z end
+    while r >= z do q = q + 1; r = r - z end
     if q > 2251799813685248 then return nil end
+    return q, r
+  end
+  -- idiv returns floor(a/b) and a mod b exactly for 0 <= a < 2^52, 0 < b.
+  local function idiv(a, b)
+    local q = floor(a / b)
+    local r = a - q * b
+    while r < 0 do q = q - 1; r = r + b end
+    while r >= b do q = q + 1; r = r - b end
     return q, r
   end
   local xq, xr = idiv(x, z)
@@ -281,7 +286,7 @@ if useF + useS > 0 then
   -- windowstart returns the start of now's window, now - (now mod period),
   -- as (hi, lo), and now mod period, exactly.
   windowstart = function(nh, nl, period)
-    local _, xr = idiv(nh, period)
+    local _, xr = muldiv(nh, 1, 0, period)
     local _, el = muldiv(xr, 4294967296, nl, period)
     local qh = floor(el / 4294967296)
     local wh, wl = nh - qh, nl - (el - qh * 4294967296)
@@ -456,13 +461,6 @@ do
   nh, nl = hi + c, lo - c * 4294967296
 end
 
--- pexpire returns the PX argument for a TTL in ns: ceil(ttl/1e6) + margin.
-local function pexpire(ttl)
-  local q, r = idiv(ttl, 1000000)
-  if r > 0 then q = q + 1 end
-  return q + margin
-end
-
 local R1 = '<ddddddd'
 if #KEYS == 1 then
   local k = KEYS[1]
@@ -476,7 +474,8 @@ if #KEYS == 1 then
     if out == false or ttl <= 0 then
       redis.call('DEL', k)
     else
-      redis.call('SET', k, out, 'PX', pexpire(ttl))
+      -- PX: ceil(ttl / 1e6) ms plus the margin
+      redis.call('SET', k, out, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
     end
   end
   return pack(R1, 1, 1, ch, rem, retry, reset, ttl)
@@ -511,7 +510,7 @@ for k, _ in pairs(changed) do
   if s == false or ttl <= 0 then
     redis.call('DEL', k)
   else
-    redis.call('SET', k, s, 'PX', pexpire(ttl))
+    redis.call('SET', k, s, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
   end
 end
 return pack('<d', 1) .. table.concat(parts)
