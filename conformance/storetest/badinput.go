@@ -20,7 +20,7 @@ func (s *suite) testBadInput(t *testing.T) {
 	alg := s.h.Algorithms[0]
 	st := s.stores(t, 1)[0]
 	good := ratelimit.Check{Namespace: "bad", Key: newKey(t, r, "target"), Algorithm: alg, Limit: frozen(5), Cost: 1}
-	mustApply(t, st, good)
+	s.take(t, st, good)
 
 	mutate := func(f func(*ratelimit.Check)) ratelimit.Check {
 		c := good

@@ -25,6 +25,13 @@
 // can stop the server, typed errors while it is down, no goroutine leak
 // and recovery.
 //
+// An approximate store, such as a gossip cluster whose nodes decide
+// locally, declares the bound it keeps in Harness.Approximate: the suite
+// then skips the checks that only an exact store can pass, checks
+// concurrent admission against the bound, and waits a few seconds for
+// each write to become visible through the other clients instead of
+// expecting it on the next call.
+//
 // A store that accepts an injected clock lets the suite compare whole
 // outcomes at fixed instants (see [Clock]); otherwise the suite uses limits
 // whose refill is negligible for the duration of the test, so admission
