@@ -57,9 +57,11 @@ func chargers() []ratelimit.Algorithm {
 // TestClusterNode runs the conformance suite on one node of a 3-node
 // gossip cluster, read through the wall clock. The node is an exact store
 // for its own decisions except that a key it has never heard of starts at
-// its share of the burst (the startup allowance), so the suite runs on a
-// node whose peers have left the cluster; the cross-node bound is
-// measured by the cluster module's drift tests.
+// its share of the burst (the startup allowance), so the exact suite runs
+// on a node whose peers have left the cluster. The suite's approximate
+// mode across the nodes of a live 3-node cluster is the cluster module's
+// TestStoreConformanceCluster, and the cross-node bound over time is
+// measured by its drift tests.
 func TestClusterNode(t *testing.T) {
 	nodes := startCluster(t, 3)
 	for _, n := range nodes[1:] {
