@@ -51,6 +51,18 @@ func TestStoreConformance(t *testing.T) {
 // step by step across nodes. Agreement of every decision with the
 // algorithm and linearizability are skipped by the suite: the cluster
 // claims neither.
+//
+// The run found three defects of the cluster itself, which node.go and
+// sync.go must fix before the skip below lifts: (1) a take above a node's
+// share on a key it never admitted from is denied for ever (heldForever);
+// (2) a sync tick reads its clock before taking each shard's lock, so a
+// take in between makes the level it sends one unit short under GCRA, and
+// the node that learns the key from it starts one unit lower for good;
+// (3) a node that first hears of a new key from a peer's level, while
+// the peers are still under their startup allowance, gets no allowance
+// itself, so when the nodes do not all start within one sync interval
+// the cold-start excess exceeds the doc's b⁺ = 0 (seen: 60 admitted on a
+// burst of 40 under -race, where the bound allows 45).
 func TestStoreConformanceCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster; skipped in -short mode")
