@@ -98,7 +98,7 @@ func step(r *rand.Rand, now int64, l ratelimit.Limit) int64 {
 	case 2:
 		return now
 	default:
-		return now + r.Int64N(max(1, l.FillTime().Nanoseconds()/int64(l.Burst))*3+1)
+		return now + r.Int64N(max(1, l.FillTime().Nanoseconds()/l.Burst)*3+1)
 	}
 }
 

@@ -23,7 +23,8 @@ func ExampleNew() {
 	defer rdb.Close()
 	store, err := redisstore.New(rdb, redisstore.WithPrefix("myapp:"), redisstore.WithEvictionCheck(log.Printf))
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -53,7 +54,8 @@ func ExampleStore_ApplyAll() {
 	defer rdb.Close()
 	store, err := redisstore.New(rdb)
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		return
 	}
 	alg := gcra.New()
 	checks := []ratelimit.Check{

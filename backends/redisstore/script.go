@@ -67,7 +67,8 @@ func (c noRetryCmd) Clone() redis.Cmder {
 // returns would see them change.
 func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
 	ap := cmdArgsPool.Get().(*[]any)
-	a := append((*ap)[:0], "evalsha", sc.shaArg, len(keys))
+	a := (*ap)[:0]
+	a = append(a, "evalsha", sc.shaArg, len(keys))
 	for i := range keys {
 		a = append(a, &keys[i])
 	}
