@@ -136,6 +136,7 @@ type record struct {
 	taken     int64
 	youngTick uint64
 	youngWall int64 // wall time the allowance started
+	lifted    bool  // the allowance ran out; while state is empty, rearm leaves it lifted
 
 	inc      uint64 // incarnation of this node's own counter for the key
 	own      uint64 // units this node admitted in incarnation inc
@@ -444,7 +445,10 @@ func (n *Node) newLocalRecord(sh *shard, ns, key string, now int64) *record {
 // it has refilled, so a burst on all nodes at once is the cold-start case
 // and gets the same split. The caller holds sh.mu.
 func (n *Node) rearm(sh *shard, rec *record, now int64) {
-	if rec.allowN > 1 {
+	if rec.allowN > 1 || (rec.lifted && len(rec.state) == 0) {
+		// Still under its allowance, or never admitted anything since
+		// its allowance lifted: re-arming would hold a take above the
+		// share back for ever.
 		return
 	}
 	rec.created, rec.allowN, rec.taken = now, n.live.Load(), 0
@@ -668,7 +672,17 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 		p.used += used
 	}
 	if !allowed {
-		n.dropCreated(created)
+		// Keep the records created here under their allowance, so that
+		// the allowance runs out instead of restarting at every retry.
+		for _, r := range created {
+			if r.allowN > 1 {
+				sh := n.shard(r.id.ns, r.id.key)
+				r.youngTick, r.youngWall = n.tickNo.Load(), time.Now().UnixNano()
+				sh.young = append(sh.young, r)
+			} else {
+				n.dropCreated([]*record{r})
+			}
+		}
 		return false, nil
 	}
 	for i := range checks {

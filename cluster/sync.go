@@ -150,7 +150,7 @@ func (n *Node) syncOnce() {
 			if r.allowN > 1 && (tick < r.youngTick+allowanceTicks+1 || wall.UnixNano()-r.youngWall < hold) {
 				kept = append(kept, r)
 			} else {
-				r.allowN = 0
+				r.allowN, r.lifted = 0, true
 			}
 		}
 		clear(sh.young[len(kept):])
@@ -215,6 +215,9 @@ func (n *Node) entryOf(r *record, now int64, sh *shard) (wireEntry, bool) {
 	if r.alg == nil {
 		return wireEntry{}, false
 	}
+	// The tick's now was read before this shard's lock: a take in
+	// between is later, and a level read before it would be short.
+	now = max(now, n.clock.Now())
 	peek, out, err := ratelimit.Evaluate(r.alg, ratelimit.OpTake, r.live(now), now, r.limit, 0, 0, sh.scratch[:0])
 	sh.scratch = out[:0]
 	if err != nil {
@@ -489,6 +492,13 @@ func (n *Node) adoptRemote(sh *shard, id nsKey, en *wireEntry, now int64) {
 		rec.expires = satAdd(now, int64(rec.limit.FillTime()))
 	case en.remaining < rec.limit.Burst:
 		n.charge(sh, rec, now, rec.limit.Burst-max(en.remaining, 0))
+		// The peers may still be spending their startup allowance on
+		// it: hold this node to its share too until their consumption
+		// has had time to arrive.
+		rec.allowN, rec.youngTick, rec.youngWall = n.live.Load(), n.tickNo.Load(), time.Now().UnixNano()
+		if rec.allowN > 1 {
+			sh.young = append(sh.young, rec)
+		}
 	default:
 		// Full at the sender: the key is idle, and the first local take
 		// gets the startup allowance (see rearm).
