@@ -48,10 +48,15 @@
 //     again, so a synchronized burst after idleness is split the same way.
 //     The price: a burst larger than B/N on one node alone, on a new or
 //     idle key, is admitted only up to that share at first; the rest waits
-//     (RetryAfter) until the allowance lifts, a few sync intervals later.
+//     (RetryAfter) until the allowance lifts, a few sync intervals later;
+//     it is not re-armed while the key has admitted nothing, so such a
+//     take does pass then. If every node makes such a take at that same
+//     moment, each may admit up to B (the b⁺ ≤ B term below).
 //   - Learned level. A key first heard of from a peer starts at the level
 //     the peer reported, with the peer's counters as the baseline, so
-//     nothing is charged twice.
+//     nothing is charged twice. If the peers have already spent from it,
+//     the learning node is held to its share by the same allowance, so a
+//     node that joins a cold start late cannot overshoot it.
 //   - Partition scaling. A member that fails (stops answering without
 //     announcing a leave) stays in the reference size N_ref for
 //     FailedHold. Meanwhile every node charges each active key r·(N_ref −
