@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,3 +242,37 @@ func makeKeys(n int) []string {
 }
 
 func procs() int { return runtime.GOMAXPROCS(0) }
+
+// keyChooser returns a function picking the next key: one hot key, or a
+// uniformly random one of keys, under a random prefix so runs never share
+// state in a remote store.
+func keyChooser(prefix string, hot bool, keys []string) func(*rand.Rand) string {
+	prefix = fmt.Sprintf("%s%d:", prefix, rand.Uint64())
+	if hot {
+		k := prefix + "hot"
+		return func(*rand.Rand) string { return k }
+	}
+	return func(r *rand.Rand) string { return prefix + keys[r.IntN(len(keys))] }
+}
+
+// runConcurrent runs take with conc callers: a plain loop for conc 1, else
+// RunParallel with conc goroutines in all.
+func runConcurrent(b *testing.B, conc int, take taker, key func(*rand.Rand) string) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	if conc == 1 {
+		r := rand.New(rand.NewPCG(1, 1))
+		for b.Loop() {
+			take(ctx, key(r))
+		}
+		return
+	}
+	b.SetParallelism(max(conc/procs(), 1))
+	var seed atomic.Uint64
+	b.RunParallel(func(pb *testing.PB) {
+		r := rand.New(rand.NewPCG(seed.Add(1), 3))
+		for pb.Next() {
+			take(ctx, key(r))
+		}
+	})
+}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,7 +105,6 @@ func naivePG(b *testing.B, p *pgxpool.Pool) taker {
 // pgbench ceiling of the same work is bench/pgbench/run.sh.
 func BenchmarkPostgres(b *testing.B) {
 	p := pgPool(b)
-	ctx := context.Background()
 	keys := makeKeys(100_000)
 	impls := []struct {
 		name string
@@ -122,29 +119,7 @@ func BenchmarkPostgres(b *testing.B) {
 			for _, im := range impls {
 				take := im.make()
 				b.Run(fmt.Sprintf("keys=%s/conc=%d/impl=%s", ks, conc, im.name), func(b *testing.B) {
-					prefix := fmt.Sprintf("%d:", rand.Uint64())
-					key := func(r *rand.Rand) string {
-						if ks == "hot" {
-							return prefix + "hot"
-						}
-						return prefix + keys[r.IntN(len(keys))]
-					}
-					b.ReportAllocs()
-					if conc == 1 {
-						r := rand.New(rand.NewPCG(1, 1))
-						for b.Loop() {
-							take(ctx, key(r))
-						}
-						return
-					}
-					b.SetParallelism(max(conc/procs(), 1))
-					var seed atomic.Uint64
-					b.RunParallel(func(pb *testing.PB) {
-						r := rand.New(rand.NewPCG(seed.Add(1), 5))
-						for pb.Next() {
-							take(ctx, key(r))
-						}
-					})
+					runConcurrent(b, conc, take, keyChooser("pg:", ks == "hot", keys))
 				})
 			}
 		}

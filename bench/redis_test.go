@@ -3,11 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,36 +88,13 @@ var redisImpls = []redisImpl{
 // million.
 func BenchmarkRedis(b *testing.B) {
 	c := redisClient(b)
-	ctx := context.Background()
 	keys := makeKeys(1_000_000)
 	for _, ks := range []string{"1", "1M"} {
 		for _, conc := range []int{1, 8, 64} {
 			for _, im := range redisImpls {
 				take := im.make(b, c)
 				b.Run(fmt.Sprintf("keys=%s/conc=%d/impl=%s", ks, conc, im.name), func(b *testing.B) {
-					prefix := fmt.Sprintf("bench:%d:", rand.Uint64())
-					key := func(r *rand.Rand) string {
-						if ks == "1" {
-							return prefix + "hot"
-						}
-						return prefix + keys[r.IntN(len(keys))]
-					}
-					b.ReportAllocs()
-					if conc == 1 {
-						r := rand.New(rand.NewPCG(1, 1))
-						for b.Loop() {
-							take(ctx, key(r))
-						}
-						return
-					}
-					b.SetParallelism(max(conc/procs(), 1))
-					var seed atomic.Uint64
-					b.RunParallel(func(pb *testing.PB) {
-						r := rand.New(rand.NewPCG(seed.Add(1), 3))
-						for pb.Next() {
-							take(ctx, key(r))
-						}
-					})
+					runConcurrent(b, conc, take, keyChooser("bench:", ks == "1", keys))
 				})
 			}
 		}
