@@ -1,7 +1,6 @@
 package slidinglog_test
 
 import (
-	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -106,33 +105,7 @@ func TestCorruptState(t *testing.T) {
 	}
 }
 
-func FuzzDecide(f *testing.F) {
-	_, s, _ := slidinglog.New().Decide(nil, 1e18, ratelimit.PerSecond(10), 3, nil)
-	f.Add(s, int64(1e18), int64(10), int64(time.Second), int64(10), int64(1))
-	f.Add([]byte{}, int64(0), int64(1), int64(1), int64(1), int64(0))
-	f.Fuzz(func(t *testing.T, state []byte, now, count, period, burst, cost int64) {
-		l := ratelimit.Limit{Count: count, Period: time.Duration(period), Burst: burst}
-		if l.Validate() != nil || cost < 0 || cost > ratelimit.MaxCost {
-			return
-		}
-		o, out, err := slidinglog.New().Decide(state, now, l, cost, nil)
-		if err != nil {
-			if !errors.Is(err, ratelimit.ErrCorruptState) {
-				t.Fatal(err)
-			}
-			return
-		}
-		if o.Remaining < 0 || o.Remaining > burst || o.RetryAfter < 0 || o.TTL < 0 || o.ResetAfter < 0 {
-			t.Fatalf("insane outcome %+v", o)
-		}
-		if o.Allowed == (o.RetryAfter != 0) {
-			t.Fatalf("Allowed %v with RetryAfter %s", o.Allowed, o.RetryAfter)
-		}
-		if (cost == 0 || !o.Allowed) && (o.Changed || !bytes.Equal(out, state)) {
-			t.Fatalf("cost %d, allowed %v: state %x changed to %x", cost, o.Allowed, state, out)
-		}
-	})
-}
+func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, slidinglog.New()) }
 
 func BenchmarkDecide(b *testing.B) {
 	alg := slidinglog.New()

@@ -1,8 +1,6 @@
 package tokenbucket_test
 
 import (
-	"bytes"
-	"errors"
 	"testing"
 	"time"
 
@@ -100,51 +98,9 @@ func TestGarbage(t *testing.T) { algtest.Garbage(t, tokenbucket.New(), tokenbuck
 func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, tokenbucket.New()) }
 
 func TestCorruptState(t *testing.T) {
-	for _, s := range [][]byte{{0x11}, make([]byte, tokenbucket.StateLen), append([]byte{0x11}, make([]byte, tokenbucket.StateLen)...)} {
-		_, out, err := tokenbucket.New().Decide(s, 0, ratelimit.PerSecond(1), 1, nil)
-		if !errors.Is(err, ratelimit.ErrCorruptState) || len(out) != 0 {
-			t.Fatalf("state %x: %v", s, err)
-		}
-	}
+	algtest.CorruptState(t, tokenbucket.New(), algtest.FixedCorrupt(0x11, tokenbucket.StateLen))
 }
 
-func FuzzDecide(f *testing.F) {
-	_, s, _ := tokenbucket.New().Decide(nil, 1e18, ratelimit.PerSecond(10), 3, nil)
-	f.Add(s, int64(1e18), int64(10), int64(time.Second), int64(10), int64(1))
-	f.Add([]byte{}, int64(0), int64(1), int64(1), int64(1), int64(0))
-	f.Fuzz(func(t *testing.T, state []byte, now, count, period, burst, cost int64) {
-		l := ratelimit.Limit{Count: count, Period: time.Duration(period), Burst: burst}
-		if l.Validate() != nil || cost < 0 || cost > ratelimit.MaxCost {
-			return
-		}
-		o, out, err := tokenbucket.New().Decide(state, now, l, cost, nil)
-		if err != nil {
-			if !errors.Is(err, ratelimit.ErrCorruptState) {
-				t.Fatal(err)
-			}
-			return
-		}
-		if o.Remaining < 0 || o.Remaining > burst || o.RetryAfter < 0 || o.TTL < 0 || o.ResetAfter < 0 {
-			t.Fatalf("insane outcome %+v", o)
-		}
-		if o.Allowed == (o.RetryAfter != 0) {
-			t.Fatalf("Allowed %v with RetryAfter %s", o.Allowed, o.RetryAfter)
-		}
-		if (cost == 0 || !o.Allowed) && (o.Changed || !bytes.Equal(out, state)) {
-			t.Fatalf("cost %d, allowed %v: state %x changed to %x", cost, o.Allowed, state, out)
-		}
-	})
-}
+func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, tokenbucket.New()) }
 
-func BenchmarkDecide(b *testing.B) {
-	alg := tokenbucket.New()
-	l := ratelimit.PerSecond(1_000_000)
-	now := int64(1_700_000_000_000_000_000)
-	_, state, _ := alg.Decide(nil, now, l, 1, nil)
-	dst := make([]byte, 0, 64)
-	b.ReportAllocs()
-	for b.Loop() {
-		now += 1000
-		_, dst, _ = alg.Decide(state, now, l, 1, dst[:0])
-	}
-}
+func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, tokenbucket.New()) }
