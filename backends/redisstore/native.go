@@ -88,12 +88,6 @@ func units(n int64, l ratelimit.Limit) (q, r int64) {
 	return int64(uq), int64(ur)
 }
 
-// maxDebt mirrors the in-repo algorithms' debt bound:
-// floor(MaxWindowSpan·Count/Period), at most 2^50.
-func maxDebt(l ratelimit.Limit) int64 {
-	return min(ratelimit.MulDivFloor(int64(ratelimit.MaxWindowSpan), l.Count, int64(l.Period)), 1<<50)
-}
-
 // numCodes is the number of native algorithm codes (1..numCodes-1).
 const numCodes = codeSlidingWindow + 1
 
@@ -194,9 +188,9 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 	return status == 1, nil
 }
 
-// debtSpan returns units(maxDebt(l)) when it is below debtCap.
+// debtSpan returns units(ratelimit.MaxDebt(l)) when it is below debtCap.
 func debtSpan(l ratelimit.Limit) (q, r int64, ok bool) {
-	d := maxDebt(l)
+	d := ratelimit.MaxDebt(l)
 	hi, lo := bits.Mul64(uint64(d), uint64(l.Period))
 	if hi >= uint64(l.Count) {
 		return 0, 0, false

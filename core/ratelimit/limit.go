@@ -106,6 +106,16 @@ func (l Limit) String() string {
 	return fmt.Sprintf("%d/%s burst %d", l.Count, l.Period, l.Burst)
 }
 
+// MaxDebt returns the deepest debt, in units, that an algorithm may record
+// for l when it reserves ahead or is charged for consumption seen
+// elsewhere: floor(MaxWindowSpan·Count/Period), at most 2^50. Repaying it
+// takes at most MaxWindowSpan, so every wait stays inside int64
+// nanoseconds. The in-repo algorithms and every native port of them (the
+// Redis Lua scripts) share this one definition.
+func MaxDebt(l Limit) int64 {
+	return min(MulDivFloor(int64(MaxWindowSpan), l.Count, int64(l.Period)), 1<<50)
+}
+
 // MulDivCeil returns ceil(a·b/c) for non-negative a, b and positive c,
 // computed with a 128-bit intermediate product. It saturates at the
 // largest int64 instead of overflowing. It is exported so algorithms in

@@ -70,3 +70,12 @@ func TestLimitString(t *testing.T) {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
 }
+
+func TestMaxDebt(t *testing.T) {
+	if d := ratelimit.MaxDebt(ratelimit.Limit{Count: 1, Period: ratelimit.MaxPeriod, Burst: 1}); d != 10 {
+		t.Fatalf("MaxDebt(1 per 10 years) = %d, want 10", d)
+	}
+	if d := ratelimit.MaxDebt(ratelimit.PerSecond(1 << 40)); d != 1<<50 {
+		t.Fatalf("MaxDebt(2^40/s) = %d, want 2^50", d)
+	}
+}

@@ -68,15 +68,6 @@ func Int64(b []byte) int64 {
 	return int64(binary.BigEndian.Uint64(b))
 }
 
-// MaxDebt returns the deepest debt, in units, that Charge and Reserve may
-// record for l: floor(MaxWindowSpan·Count/Period), at most 2^50. Repaying
-// it takes at most MaxWindowSpan, so every wait stays inside int64
-// nanoseconds.
-func MaxDebt(l ratelimit.Limit) int64 {
-	d := ratelimit.MulDivFloor(int64(ratelimit.MaxWindowSpan), l.Count, int64(l.Period))
-	return min(d, 1<<50)
-}
-
 // FloorMod returns now mod p in 0..p-1 for p > 0.
 func FloorMod(now, p int64) int64 {
 	m := now % p

@@ -78,20 +78,11 @@ func TestSettleAndWait(t *testing.T) {
 		{4, -1, math.MinInt64, math.MaxInt64},
 	} {
 		b := Settle(c[0], c[1], c[2], c[3], l)
-		if b.N < -MaxDebt(l) || b.N > l.Burst || b.F < 0 || b.F >= int64(l.Period) {
+		if b.N < -ratelimit.MaxDebt(l) || b.N > l.Burst || b.F < 0 || b.F >= int64(l.Period) {
 			t.Fatalf("Settle%v = %+v", c, b)
 		}
 		if w := b.Wait(l.Burst, l); w < 0 || w > 2*ratelimit.MaxWindowSpan {
 			t.Fatalf("Wait after Settle%v = %d", c, w)
 		}
-	}
-}
-
-func TestMaxDebt(t *testing.T) {
-	if d := MaxDebt(ratelimit.Limit{Count: 1, Period: ratelimit.MaxPeriod, Burst: 1}); d != 10 {
-		t.Fatalf("MaxDebt(1 per 10 years) = %d, want 10", d)
-	}
-	if d := MaxDebt(ratelimit.PerSecond(1 << 40)); d != 1<<50 {
-		t.Fatalf("MaxDebt(2^40/s) = %d, want 2^50", d)
 	}
 }

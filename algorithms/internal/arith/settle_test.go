@@ -16,7 +16,7 @@ func settleRef(n, f, t, now int64, l ratelimit.Limit) Bucket {
 	if f < 0 || f >= int64(l.Period) {
 		f = 0
 	}
-	if d := MaxDebt(l); n < -d {
+	if d := ratelimit.MaxDebt(l); n < -d {
 		n, f = -d, 0
 	}
 	n = min(n, l.Burst)
@@ -52,7 +52,7 @@ func TestSettleMatchesBigReference(t *testing.T) {
 		}
 	}
 	for _, l := range limits {
-		d := MaxDebt(l)
+		d := ratelimit.MaxDebt(l)
 		fill := ratelimit.MulDivCeil(l.Burst, int64(l.Period), l.Count)
 		for range 200 {
 			n := []int64{l.Burst, l.Burst - 1, 0, -1, -d, -d - 1, math.MinInt64, math.MaxInt64, rng.Int64N(l.Burst+d+1) - d}[rng.IntN(9)]
@@ -91,7 +91,7 @@ func boundary(n, f int64, l ratelimit.Limit) uint64 {
 	if f < 0 || f >= int64(l.Period) {
 		f = 0
 	}
-	if d := MaxDebt(l); n < -d {
+	if d := ratelimit.MaxDebt(l); n < -d {
 		n, f = -d, 0
 	}
 	n = min(n, l.Burst)
