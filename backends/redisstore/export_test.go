@@ -9,6 +9,9 @@ func (s *Store) NativeCounts() (calls, fallbacks int64) {
 // KeySlot exposes keySlot to the tests.
 var KeySlot = keySlot
 
+// TagLen exposes tagLen to the tests.
+const TagLen = tagLen
+
 // RedisKey exposes redisKey to the tests.
 func (s *Store) RedisKey(namespace, key string) string {
 	return string(s.redisKey(nil, namespace, key))

@@ -1,15 +1,22 @@
 package redisstore
 
 import (
-	"encoding/base64"
 	"encoding/binary"
-	"hash/fnv"
 	"strings"
 )
 
-// tagLen is the length of the hash tag written between braces: 8 base64url
-// characters carrying 48 bits of an FNV-1a hash of the tag source.
-const tagLen = 8
+// tagLen is the length of the hash tag written between braces: 3
+// characters of the base64url alphabet carrying 18 bits of a hash of the
+// tag source. 18 bits spread keys over all 16384 Redis Cluster slots and
+// over a Ring's shards; a longer tag would only lengthen every key. Redis 7
+// keeps a key of up to 30 bytes in a 32-byte allocation and one of 31 to 44
+// bytes in a 48-byte allocation, so each byte saved moves some keys into
+// the smaller one.
+const tagLen = 3
+
+// tagAlphabet is the base64url alphabet: no brace, no byte a Redis client
+// or ACL pattern treats specially.
+const tagAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 // TagFunc chooses the hash tag source of a check: keys whose sources are
 // equal share a Redis Cluster slot. It receives the check's namespace and
@@ -31,14 +38,23 @@ func DefaultTag(namespace, key string) string {
 	return key
 }
 
-// appendTag appends the encoded tag of src: fixed length, drawn from the
-// base64url alphabet, so it never contains a brace.
+// appendTag appends the encoded tag of src: tagLen characters of
+// tagAlphabet, so it never contains a brace.
 func appendTag(dst []byte, src string) []byte {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(src)) // hash.Hash never returns an error
-	var sum [8]byte
-	binary.BigEndian.PutUint64(sum[:], h.Sum64())
-	return base64.RawURLEncoding.AppendEncode(dst, sum[:6])
+	// FNV-1a, 64 bits, inline (hash/fnv would copy src to a []byte), then
+	// MurmurHash3's finalizer: FNV-1a alone leaves the top bits nearly equal
+	// for sources differing only in their last bytes ("user:1", "user:2").
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(src); i++ {
+		h ^= uint64(src[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return append(dst, tagAlphabet[h>>58], tagAlphabet[h>>52&63], tagAlphabet[h>>46&63])
 }
 
 // redisKey returns the Redis key of (namespace, key):

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -65,11 +66,41 @@ func FuzzRedisKey(f *testing.F) {
 		}
 		open := strings.IndexByte(a, '{')
 		closing := strings.IndexByte(a, '}')
-		if open != len(redisstore.DefaultPrefix) || closing != open+9 {
+		if open != len(redisstore.DefaultPrefix) || closing != open+1+redisstore.TagLen {
 			t.Fatalf("key %q: tag not at a fixed place", a)
 		}
 		if redisstore.KeySlot(a) != redisstore.KeySlot(a[open:closing+1]) {
 			t.Fatalf("key %q: slot differs from its tag's", a)
 		}
 	})
+}
+
+// TestTagSpread checks that default tags spread keys over every Redis
+// Cluster slot and evenly over three masters owning equal slot ranges.
+func TestTagSpread(t *testing.T) {
+	st := keyStore(t)
+	const n = 200_000
+	var slots [16384]int
+	var masters [3]int
+	for i := range n {
+		sl := redisstore.KeySlot(st.RedisKey("rule", "user:"+strconv.Itoa(i)))
+		slots[sl]++
+		masters[int(sl)*3/16384]++
+	}
+	empty := 0
+	for _, c := range slots {
+		if c == 0 {
+			empty++
+		}
+	}
+	// 200k keys over 16384 slots: about 12 per slot, so a uniform spread
+	// leaves a slot empty with probability e^-12.
+	if empty > 5 {
+		t.Errorf("%d of 16384 slots received no key", empty)
+	}
+	for m, c := range masters {
+		if c < n/3*97/100 || c > n/3*103/100 {
+			t.Errorf("master %d of 3 received %d of %d keys, want %d ±3%%", m, c, n, n/3)
+		}
+	}
 }
