@@ -16,6 +16,8 @@ const (
 	codeDeadlockDetected     = "40P01"
 	codeLockNotAvailable     = "55P03"
 	codeQueryCanceled        = "57014"
+	codeInvalidStatementName = "26000"
+	codeFeatureNotSupported  = "0A000"
 )
 
 // classifyRead classifies a failure of the read phase (or of any batch that
@@ -64,14 +66,15 @@ func commitFailed(code string) bool {
 }
 
 // retryable reports whether a failed attempt certainly rolled back for a
-// reason another attempt may not meet: a serialization failure, a deadlock
-// or a row swept between seeding and locking. Timeouts are not retried:
-// the deadline they derive from is spent.
+// reason another attempt may not meet: a serialization failure, a deadlock,
+// a row swept between seeding and locking, or a prepared statement the
+// server lost or must plan again (the attempt prepares it again). Timeouts
+// are not retried: the deadline they derive from is spent.
 func retryable(err error) bool {
 	if errors.Is(err, ratelimit.ErrUnknownOutcome) || !errors.Is(err, ratelimit.ErrUnavailable) {
 		return false
 	}
-	if errors.Is(err, errVanished) {
+	if errors.Is(err, errVanished) || stalePrepared(err) {
 		return true
 	}
 	var pgErr *pgconn.PgError

@@ -2,51 +2,66 @@ package pgstore
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
-// sendCounter counts what a connection sends: each batch and each single
-// query is one round trip once its statements are prepared.
-type sendCounter struct{ batches, queries atomic.Int64 }
+// writeCounter counts the writes on the connections it dials. The store
+// (and pgx) write each pipeline, batch or query with one Write, then wait
+// for the reply, so one Write is one network round trip.
+type writeCounter struct{ writes atomic.Int64 }
 
-func (c *sendCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.queries.Add(1)
-	return ctx
+func (c *writeCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: conn, c: c}, nil
 }
 
-func (*sendCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *writeCounter) take() int64 { return c.writes.Swap(0) }
 
-func (c *sendCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.batches.Add(1)
-	return ctx
+type countingConn struct {
+	net.Conn
+	c *writeCounter
 }
 
-func (*sendCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (*sendCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-func (c *sendCounter) take() int64 { return c.batches.Swap(0) + c.queries.Swap(0) }
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.c.writes.Add(1)
+	return c.Conn.Write(b)
+}
 
 // TestRoundTrips checks the round trips the package documentation states,
-// on one warmed-up connection (statements already prepared): 2 per
-// decision whether it writes or not and for a composite too, 1 per Reset
-// and per sweep batch.
+// counted as writes on the socket: one to prepare the decision path's
+// statements on a new connection, then 2 per decision whether it writes or
+// not and for a composite too, 1 per Reset and per sweep batch.
 func TestRoundTrips(t *testing.T) {
-	var counter sendCounter
+	var counter writeCounter
 	pool := newPool(t, func(c *pgxpool.Config) {
 		c.MaxConns = 1
-		c.ConnConfig.Tracer = &counter
+		c.ConnConfig.DialFunc = counter.dial
 	})
+	if err := pool.Ping(t.Context()); err != nil { // connect outside the count
+		t.Fatal(err)
+	}
 	s := newStoreOn(t, pool, WithTable(randomName("t_")))
 	key := randomName("rt-")
 	composite := []ratelimit.Check{take(key+"a", 1, 1), take(key+"b", 1, 1), take(key+"c", 1, 1)}
 	out := make([]ratelimit.Outcome, len(composite))
-	// Warm up: prepare every statement on the connection.
+	counter.take()
+	if _, err := s.Apply(t.Context(), take(randomName("first-"), 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.take(); got != 3 {
+		t.Errorf("first decision on a connection: %d round trips, want 3 (prepare, read, write)", got)
+	}
+	// Warm up: let pgx prepare the statements of Reset and Sweep.
 	for range 2 {
 		if _, err := s.Apply(t.Context(), take(randomName("warm-"), 1, 1)); err != nil {
 			t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +61,7 @@ type Store struct {
 	cfg   config
 	table string // quoted, possibly schema-qualified
 	q     queries
+	stmts statements // the decision path, prepared once per connection
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -78,7 +78,7 @@ type Store struct {
 }
 
 type queries struct {
-	setTimeouts, seed, lock, clock, update, reset, sweep string
+	setTimeouts, seed, lock, update, reset, sweep string
 }
 
 // New returns a Store on pool. It validates the options and prepares the
@@ -108,17 +108,26 @@ func New(pool Pool, opts ...Option) (*Store, error) {
 	s.q = queries{
 		setTimeouts: "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true), " +
 			"set_config('idle_in_transaction_session_timeout', $3, true)",
+		// The seed inserts only when the statement's snapshot has no row:
+		// ON CONFLICT alone would also wait for any transaction that has
+		// updated an existing row, until it commits, and then wake every
+		// such waiter at once.
 		seed: "INSERT INTO " + t + " (namespace, key, algorithm, state, expires_at) " +
-			"VALUES ($1, $2, $3, '', clock_timestamp() + interval '" + seedGrace + "') " +
+			"SELECT $1, $2, $3, '', clock_timestamp() + interval '" + seedGrace + "' " +
+			"WHERE NOT EXISTS (SELECT FROM " + t + " WHERE namespace = $1 AND key = $2) " +
 			"ON CONFLICT (namespace, key) DO NOTHING",
-		lock:   "SELECT algorithm, state, expires_at FROM " + t + " WHERE namespace = $1 AND key = $2 FOR UPDATE",
-		clock:  "SELECT clock_timestamp()",
+		// The clock is read by the outer query, once the subquery's
+		// LockRows has returned the locked row (a subquery with FOR
+		// UPDATE is never flattened into its parent).
+		lock: "SELECT algorithm, state, expires_at, clock_timestamp() FROM (SELECT algorithm, state, expires_at FROM " + t +
+			" WHERE namespace = $1 AND key = $2 FOR UPDATE) locked",
 		update: "UPDATE " + t + " SET algorithm = $3, state = $4, expires_at = $5 WHERE namespace = $1 AND key = $2",
 		reset:  "DELETE FROM " + t + " WHERE namespace = $1 AND key = $2",
 		sweep: "DELETE FROM " + t + " WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + t +
 			" WHERE expires_at <= clock_timestamp() LIMIT $1 FOR UPDATE SKIP LOCKED))" +
 			" AND expires_at <= clock_timestamp()",
 	}
+	s.stmts = newStatements(s.q)
 	if cfg.sweepInterval > 0 {
 		s.startSweeper()
 	}
@@ -134,9 +143,10 @@ type keyState struct {
 	ns, key []byte
 	alg     string // algorithm of the first check on the key, for the seed row
 
-	rowAlg   string    // algorithm column as read under the lock
-	rowState []byte    // state column as read under the lock
-	expires  time.Time // expires_at column as read under the lock
+	rowAlg   []byte // algorithm column as read under the lock
+	rowState []byte // state column as read under the lock
+	expires  int64  // expires_at column as read under the lock, Unix ns
+	found    bool   // the lock statement returned the row
 
 	cur     []byte // working state
 	curAlg  string // algorithm that produced cur (meaningful when len(cur) > 0)

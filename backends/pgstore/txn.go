@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -91,8 +91,9 @@ func (s *Store) release(ctx context.Context, conn *pgxpool.Conn) {
 	conn.Release()
 }
 
-// attempt runs the transaction once: the read phase (seed, lock, clock) and
-// the write phase (update, commit), one round trip each.
+// attempt runs the transaction once: the read phase (seed, lock, clock)
+// and the write phase (update, commit), one round trip each, after the
+// preparation of the statements when s has not used the connection yet.
 func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, idx []int) (bool, error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
@@ -100,8 +101,16 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 	}
 	defer s.release(ctx, conn)
 
-	now, err := s.readPhase(ctx, conn.Conn(), keys)
+	sds, err := s.connStatements(ctx, conn.Conn())
 	if err != nil {
+		return false, err
+	}
+	x := sender{sds: sds, stmts: &s.stmts}
+	now, err := s.readPhase(ctx, conn.Conn().PgConn(), x, keys)
+	if err != nil {
+		if stalePrepared(err) {
+			s.forgetStatements(conn.Conn())
+		}
 		return false, err
 	}
 	if s.afterLock != nil {
@@ -118,76 +127,132 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 		// connection (see release).
 		return allowed, err
 	}
-	if err := s.writePhase(ctx, conn.Conn(), keys, checks, out, now); err != nil {
+	if err := s.writePhase(ctx, conn.Conn().PgConn(), x, keys, checks, out, now); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// readPhase sends, in one round trip: BEGIN (READ COMMITTED), the timeouts, INSERT … ON
-// CONFLICT DO NOTHING of every key (seeding missing rows before any lock
-// is requested), SELECT … FOR UPDATE of every key, and clock_timestamp(),
-// read after every lock is held. Keys are in sorted order throughout. It
-// leaves the transaction open and returns the server's time in Unix
-// nanoseconds.
+// readPhase sends, in one round trip: BEGIN (READ COMMITTED), the
+// timeouts, the seed of every key (an INSERT of a row that the statement's
+// snapshot does not have, ON CONFLICT DO NOTHING, so missing rows exist
+// before any lock is requested), and the lock of every key (SELECT … FOR
+// UPDATE, with clock_timestamp() read by the same statement once the row
+// is locked). Keys are in sorted order throughout. It leaves the
+// transaction open and returns the server's time, as read by the last
+// lock statement, after every lock is held, in Unix nanoseconds.
 //
 // Seeding inside the transaction is safe under READ COMMITTED: an INSERT
 // that meets a concurrent caller's uncommitted seed waits for it and then
-// does nothing, and the SELECT that follows takes a new snapshot that sees
-// the committed row. Because every caller seeds and locks in the same
-// sorted order, seeds cannot deadlock with locks either.
+// does nothing, and the lock statement that follows takes a new snapshot
+// that sees the committed row. Because every caller seeds and locks in the
+// same sorted order, seeds cannot deadlock with locks either.
 //
 // Nothing here changes limiter state: the transaction can only commit when
 // the write phase sends COMMIT. So every failure of this phase, a lost
 // reply or a client-side timeout included, means "not applied".
-func (s *Store) readPhase(ctx context.Context, conn *pgx.Conn, keys []keyState) (int64, error) {
+func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState) (int64, error) {
 	t, err := s.timeouts(ctx)
 	if err != nil {
 		return 0, err
 	}
-	b := &pgx.Batch{}
-	b.Queue(beginSQL)
-	b.Queue(s.q.setTimeouts, t.lock, t.statement, t.idle)
+	x.p = pc.StartPipeline(ctx)
+	var params [3][]byte
+	x.send(stmtBegin, nil, nil, nil)
+	params[0], params[1], params[2] = []byte(t.lock), []byte(t.statement), []byte(t.idle)
+	x.send(stmtTimeouts, params[:3], allText, allText)
 	for i := range keys {
-		b.Queue(s.q.seed, keys[i].ns, keys[i].key, keys[i].alg)
+		params[0], params[1], params[2] = keys[i].ns, keys[i].key, []byte(keys[i].alg)
+		x.send(stmtSeed, params[:3], allBinary, allText)
 	}
 	for i := range keys {
-		b.Queue(s.q.lock, keys[i].ns, keys[i].key)
+		params[0], params[1] = keys[i].ns, keys[i].key
+		x.send(stmtLock, params[:2], allBinary, allBinary)
 	}
-	b.Queue(s.q.clock)
+	if err := x.p.Sync(); err != nil {
+		_ = x.p.Close() // the error is the one Sync returned
+		return 0, classifyRead(err)
+	}
 
-	var serverNow time.Time
-	vanished := false
-	br := conn.SendBatch(ctx, b)
+	var now int64
 	err = func() error {
 		for range 2 + len(keys) {
-			if _, err := br.Exec(); err != nil {
+			if err := discardResult(x.p); err != nil {
 				return err
 			}
 		}
 		for i := range keys {
-			k := &keys[i]
-			err := br.QueryRow().Scan(&k.rowAlg, &k.rowState, &k.expires)
-			if errors.Is(err, pgx.ErrNoRows) {
-				vanished = true
-				continue
-			}
-			if err != nil {
+			var err error
+			if now, err = readLocked(x.p, &keys[i]); err != nil {
 				return err
 			}
 		}
-		return br.QueryRow().Scan(&serverNow)
+		_, err := pipelineResult[*pgconn.PipelineSync](x.p)
+		return err
 	}()
-	if cerr := br.Close(); err == nil {
+	if cerr := x.p.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return 0, classifyRead(err)
 	}
-	if vanished {
-		return 0, fmt.Errorf("pgstore: %w: %w", ratelimit.ErrUnavailable, errVanished)
+	for i := range keys {
+		if !keys[i].found {
+			return 0, fmt.Errorf("pgstore: %w: %w", ratelimit.ErrUnavailable, errVanished)
+		}
 	}
-	return serverNow.UnixNano(), nil
+	return now, nil
+}
+
+// discardResult reads the next result of p, a statement that returns no
+// row the store needs, and reports its error.
+func discardResult(p *pgconn.Pipeline) error {
+	rr, err := pipelineResult[*pgconn.ResultReader](p)
+	if err != nil {
+		return err
+	}
+	_, err = rr.Close()
+	return err
+}
+
+// readLocked reads the result of k's lock statement into k (k.found is
+// false when the row is missing) and returns the clock it read, in Unix
+// nanoseconds (0 when the row is missing).
+func readLocked(p *pgconn.Pipeline, k *keyState) (int64, error) {
+	rr, err := pipelineResult[*pgconn.ResultReader](p)
+	if err != nil {
+		return 0, err
+	}
+	k.found = false
+	var now int64
+	if rr.NextRow() {
+		now, err = k.scanLocked(rr.Values())
+	}
+	if _, cerr := rr.Close(); err == nil {
+		err = cerr
+	}
+	return now, err
+}
+
+// scanLocked copies the binary columns algorithm, state, expires_at and
+// clock_timestamp() of a locked row into k and returns the clock.
+func (k *keyState) scanLocked(v [][]byte) (int64, error) {
+	if len(v) != 4 || v[0] == nil || v[1] == nil {
+		return 0, fmt.Errorf("pgstore: locked row with %d columns, want 4 non-null", len(v))
+	}
+	expires, err := decodeTimestamptz(v[2])
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: expires_at: %w", err)
+	}
+	now, err := decodeTimestamptz(v[3])
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: clock_timestamp(): %w", err)
+	}
+	// The values are only valid until the next read from the connection.
+	k.rowAlg = append(k.rowAlg[:0], v[0]...)
+	k.rowState = append(k.rowState[:0], v[1]...)
+	k.expires, k.found = expires, true
+	return now, nil
 }
 
 // decide evaluates every check in order on the locked rows. It returns
@@ -196,8 +261,11 @@ func decide(checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, 
 	for i := range keys {
 		k := &keys[i]
 		k.cur, k.curAlg, k.dirty, k.lastIdx = nil, "", false, -1
-		if len(k.rowState) > 0 && k.expires.UnixNano() > now {
-			k.cur, k.curAlg = k.rowState, k.rowAlg
+		if len(k.rowState) > 0 && k.expires > now {
+			k.cur, k.curAlg = k.rowState, k.alg
+			if string(k.rowAlg) != k.alg {
+				k.curAlg = string(k.rowAlg)
+			}
 		}
 	}
 	allowed := true
@@ -241,42 +309,56 @@ func anyDirty(keys []keyState) bool {
 // the server's timeouts, so refreshing statement_timeout here would cost a
 // statement and change no outcome. It is refused, with nothing sent, when
 // less than the lock margin is left.
-func (s *Store) writePhase(ctx context.Context, conn *pgx.Conn, keys []keyState, checks []ratelimit.Check, out []ratelimit.Outcome, now int64) error {
+func (s *Store) writePhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, checks []ratelimit.Check, out []ratelimit.Outcome, now int64) error {
 	if _, err := s.timeouts(ctx); err != nil {
 		return err // nothing sent: the open transaction is rolled back
 	}
-	b := &pgx.Batch{}
+	x.p = pc.StartPipeline(ctx)
+	var params [5][]byte
+	var expBuf [8]byte
+	sent := 0
 	for i := range keys {
 		k := &keys[i]
 		if !k.dirty {
 			continue
 		}
-		state, expires := k.cur, expiry(now, out[k.lastIdx].TTL)
+		state, expires := k.cur, expiry(now, out[k.lastIdx].TTL).UnixNano()
 		if len(state) == 0 || out[k.lastIdx].TTL <= 0 {
 			// The state may be dropped: mark the row empty and expired
 			// rather than deleting it, so concurrent callers that already
 			// seeded it find it; the sweeper removes it.
-			state, expires = []byte{}, time.Unix(0, now)
+			state, expires = []byte{}, now
 		}
-		b.Queue(s.q.update, k.ns, k.key, checks[k.lastIdx].Algorithm.Name(), state, expires)
+		params[0], params[1], params[2] = k.ns, k.key, []byte(checks[k.lastIdx].Algorithm.Name())
+		params[3], params[4] = state, appendTimestamptz(expBuf[:0], expires)
+		x.send(stmtUpdate, params[:5], allBinary, allText)
+		sent++
 	}
-	commitAt := b.Len()
-	b.Queue("COMMIT")
+	x.send(stmtCommit, nil, nil, nil)
+	commitAt := sent
+	if err := x.p.Sync(); err != nil {
+		_ = x.p.Close() // the error is the one Sync returned
+		return classifyWrite("write phase", err, false)
+	}
 
-	br := conn.SendBatch(ctx, b)
 	failedAt := -1
-	var err error
-	for i := range b.Len() {
-		if _, err = br.Exec(); err != nil {
-			failedAt = i
-			break
+	err := func() error {
+		for i := range sent + 1 {
+			if err := discardResult(x.p); err != nil {
+				failedAt = i
+				return err
+			}
 		}
-	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err, failedAt = cerr, commitAt
+		_, err := pipelineResult[*pgconn.PipelineSync](x.p)
+		return err
+	}()
+	if cerr := x.p.Close(); err == nil && cerr != nil {
+		err = cerr
 	}
 	if err != nil {
-		return classifyWrite("write phase", err, failedAt == commitAt)
+		// An error after COMMIT's own result (its ReadyForQuery lost) is
+		// judged as one on COMMIT: the commit may have happened.
+		return classifyWrite("write phase", err, failedAt == commitAt || failedAt < 0)
 	}
 	return nil
 }
