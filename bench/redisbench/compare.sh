@@ -1,0 +1,95 @@
+#!/bin/sh
+# compare.sh: the whole Redis comparison in one command. It starts a
+# throwaway redis-server on a free loopback port (no persistence), runs
+# redisload (sluice-gcra, sluice-tokenbucket and redis_rate) and run.sh
+# (the redis-benchmark EVALSHA ceiling) against it at concurrency 1, 8 and
+# 64 on one hot key and on a million keys, stops the server, and prints
+# the ratios the issue sets targets for:
+#   sluice / redis_rate   (target >= 1 at every setting)
+#   sluice-tokenbucket / ceiling of the same script   (target >= 0.85)
+#
+# Usage, from the bench directory, on a machine doing nothing else:
+#   redisbench/compare.sh [-p port] [-d seconds per run] [-k rounds] [-n ceiling requests] [-o file]
+# Defaults: -p 6390 -d 10 -k 3 -n 200000 -o redis-compare.txt (the raw
+# lines, readable by benchstat). A short sanity run: -d 2 -k 1 -n 20000.
+set -eu
+
+port=6390
+secs=10
+rounds=3
+requests=200000
+outfile=redis-compare.txt
+usage="usage: $0 [-p port] [-d seconds per run] [-k rounds] [-n ceiling requests] [-o file]"
+while getopts p:d:k:n:o: opt; do
+	case $opt in
+	p) port=$OPTARG ;;
+	d) secs=$OPTARG ;;
+	k) rounds=$OPTARG ;;
+	n) requests=$OPTARG ;;
+	o) outfile=$OPTARG ;;
+	*) echo "$usage" >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 0 ] || { echo "$usage" >&2; exit 2; }
+
+dir=$(cd "$(dirname "$0")" && pwd)
+cd "$dir/.."
+for tool in redis-server redis-cli go; do
+	command -v "$tool" >/dev/null || { echo "$0: $tool not found" >&2; exit 1; }
+done
+if redis-cli -p "$port" ping >/dev/null 2>&1; then
+	echo "$0: something already answers on port $port; choose another with -p" >&2
+	exit 1
+fi
+tmp=$(mktemp -d)
+GOWORK=off go build -o "$tmp/redisload" ./redisload
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+	--dir "$tmp" --logfile "$tmp/redis.log" --daemonize no &
+pid=$!
+cleanup() {
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+i=0
+until redis-cli -p "$port" ping >/dev/null 2>&1; do
+	i=$((i + 1))
+	[ $i -lt 100 ] || { echo "$0: redis-server on port $port did not start" >&2; exit 1; }
+	sleep 0.1
+done
+
+: >"$outfile"
+round=1
+while [ $round -le "$rounds" ]; do
+	"$tmp/redisload" -addr "127.0.0.1:$port" -duration "${secs}s" | tee -a "$outfile"
+	redis-cli -p "$port" flushall >/dev/null
+	"$dir/run.sh" -p "$port" -n "$requests" | tee -a "$outfile"
+	redis-cli -p "$port" flushall >/dev/null
+	round=$((round + 1))
+done
+
+# Mean ops/s per setting, then the ratios.
+echo
+awk '
+	/^Benchmark/ {
+		split($1, p, "/")
+		key = p[2] "/" p[3]
+		who = p[4]
+		sub(/^impl=|^script=/, "", who)
+		if (p[1] == "BenchmarkRedisCeiling") who = "ceiling-" who
+		for (i = 2; i < NF; i++) if ($(i + 1) == "ops/s") { sum[key, who] += $i; cnt[key, who]++ }
+		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+	}
+	function mean(k, w) { return cnt[k, w] ? sum[k, w] / cnt[k, w] : 0 }
+	function ratio(a, b) { return b ? sprintf("%.2f", a / b) : "-" }
+	END {
+		printf "%-16s %11s %11s %11s %11s %11s %9s %9s %9s\n", "setting", "gcra", "tokenbucket", "redis_rate", "ceil-native", "ceil-plain", "gcra/rr", "tb/rr", "tb/ceil"
+		for (i = 1; i <= n; i++) {
+			k = order[i]
+			g = mean(k, "sluice-gcra"); t = mean(k, "sluice-tokenbucket"); r = mean(k, "redis_rate")
+			cn = mean(k, "ceiling-native"); cp = mean(k, "ceiling-plain")
+			printf "%-16s %11.0f %11.0f %11.0f %11.0f %11.0f %9s %9s %9s\n", k, g, t, r, cn, cp, ratio(g, r), ratio(t, r), ratio(t, cn)
+		}
+	}' "$outfile"

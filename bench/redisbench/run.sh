@@ -1,0 +1,95 @@
+#!/bin/sh
+# run.sh: the raw ceiling for the Redis benchmarks. redis-benchmark sends
+# EVALSHA of a token-bucket script from -c connections, one request at a
+# time each (no pipelining, like the Go clients), with no Go client in the
+# way. Two scripts:
+#   script=native  Sluice's own native.lua behind prologue.lua: the same
+#                  Lua work as redisstore's tokenbucket take.
+#   script=plain   tokenbucket.lua: a minimal approximate token bucket.
+# Each on one hot key (keys=1) and on keys drawn from a million (keys=1M,
+# redis-benchmark -r), under the limit redisload uses (1,000,000 per
+# second, burst 1,000,000: every call admitted, every call writes).
+#
+# Usage, from the bench directory, against a Redis used for nothing else:
+#   redis-server --port 6390 --save '' --appendonly no &
+#   redisbench/run.sh -p 6390 -n 200000 | tee ceiling.txt
+#
+# Output: one line per run in Go benchmark format (ops/s and latency
+# percentiles in microseconds, as redisload prints), so the ceiling and
+# redisload's figures sit side by side in benchstat or a spreadsheet.
+set -eu
+
+host=127.0.0.1
+port=6379
+requests=100000
+concs="1 8 64"
+usage="usage: $0 [-h host] [-p port] [-n requests per run] [-c 'conc ...']"
+while getopts h:p:n:c: opt; do
+	case $opt in
+	h) host=$OPTARG ;;
+	p) port=$OPTARG ;;
+	n) requests=$OPTARG ;;
+	c) concs=$OPTARG ;;
+	*) echo "$usage" >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 0 ] || { echo "$usage" >&2; exit 2; }
+
+for tool in redis-cli redis-benchmark; do
+	command -v "$tool" >/dev/null || { echo "$0: $tool not found (apt-get install redis-tools)" >&2; exit 1; }
+done
+
+dir=$(cd "$(dirname "$0")" && pwd)
+native=$dir/../../backends/redisstore/lua/native.lua
+cli="redis-cli -h $host -p $port"
+
+# SCRIPT LOAD prints the SHA1; an error reply comes back as text too.
+load() {
+	sha=$(cat "$@" | $cli -x SCRIPT LOAD)
+	case $sha in
+	*[!0-9a-f]* | "") echo "$0: SCRIPT LOAD failed: $sha" >&2; exit 1 ;;
+	esac
+	echo "$sha"
+}
+sha_native=$(load "$dir/prologue.lua" "$native")
+sha_plain=$(load "$dir/tokenbucket.lua")
+
+# The limit: burst, count, period in ns, cost.
+limit="1000000 1000000 1000000000 1"
+run=$(date +%s)
+
+# Check once that each script admits a call, so a broken script is not
+# measured as a fast one: native.lua answers 7 doubles (status 1, allowed
+# 1, ...), 56 bytes; tokenbucket.lua answers {1, remaining}.
+n=$($cli EVALSHA "$sha_native" 1 "rb:$run:check:n" $limit | wc -c)
+[ "$n" -eq 57 ] || { echo "$0: native.lua answered $n bytes, want 56 and a newline" >&2; exit 1; }
+a=$($cli EVALSHA "$sha_plain" 1 "rb:$run:check:p" $limit | head -n 1)
+[ "$a" = 1 ] || { echo "$0: tokenbucket.lua answered $a, want 1 (allowed)" >&2; exit 1; }
+
+for keys in 1 1M; do
+	for c in $concs; do
+		for script in native plain; do
+			if [ $script = native ]; then sha=$sha_native; else sha=$sha_plain; fi
+			if [ $keys = 1 ]; then
+				key="rb:$run:$c:hot"
+				rnd=""
+			else
+				key="rb:$run:$c:user:__rand_int__"
+				rnd="-r 1000000"
+			fi
+			# --csv: "test","rps","avg_latency_ms","min_latency_ms",
+			# "p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+			# shellcheck disable=SC2086 # $rnd and $limit are split on purpose
+			redis-benchmark -h "$host" -p "$port" -n "$requests" -c "$c" $rnd --csv \
+				EVALSHA "$sha" 1 "$key" $limit |
+				awk -F'"' -v name="BenchmarkRedisCeiling/keys=$keys/conc=$c/script=$script" -v n="$requests" '
+					$2 == "test" { next }
+					NF >= 16 {
+						rps = $4
+						printf "%s\t%d\t%.1f ns/op\t%.0f ops/s\t%.1f p50-us\t%.1f p95-us\t%.1f p99-us\n",
+							name, n, 1e9 / rps, rps, $10 * 1000, $12 * 1000, $14 * 1000
+					}'
+		done
+	done
+done
