@@ -47,18 +47,21 @@
 // Apply and ApplyAll run the same generic transaction for every algorithm,
 // in-repo or contributed: the decision is made in Go with
 // ratelimit.Evaluate, so there is no per-algorithm SQL. The statements go
-// out as two pgx batches (pipelined: each batch is one network round trip,
-// one Sync):
+// out in two pipelines on pgx's low-level connection (pgconn): each is one
+// network write and one round trip, ending with one Sync:
 //
-//  1. read phase: BEGIN; the timeouts; INSERT … ON CONFLICT DO NOTHING of
-//     every key with an empty state, which seeds a never-seen key before
+//  1. read phase: BEGIN; the timeouts (one set_config statement); for
+//     every key, a seed: INSERT … SELECT … WHERE NOT EXISTS (the row) ON
+//     CONFLICT DO NOTHING, which creates a never-seen key's row before
 //     any lock is requested (a concurrent first use waits for the other
-//     seed and then does nothing, so no unique violation ever surfaces);
-//     SELECT … FOR UPDATE of every key, one statement per key; then
-//     SELECT clock_timestamp(), read after every lock is held, which is
-//     the decision's "now" (the database server's clock: no client skew,
-//     and never earlier than the previous writer's time as the
-//     transaction-start now() could be). Keys go in sorted
+//     seed and then does nothing, so no unique violation ever surfaces)
+//     and leaves an existing row alone without waiting for a transaction
+//     that is updating it; then, for every key, SELECT … FOR UPDATE in a
+//     subquery whose outer query reads clock_timestamp() once the row is
+//     locked. The clock of the last lock statement, read after every lock
+//     is held, is the decision's "now" (the database server's clock: no
+//     client skew, and never earlier than the previous writer's time as
+//     the transaction-start now() could be). Keys go in sorted
 //     (namespace, key) byte order everywhere, so that composites naming
 //     the same keys in any order cannot deadlock;
 //  2. write phase: one UPDATE per changed key and COMMIT, under the read
@@ -72,12 +75,19 @@
 //     which also drops the seed of a never-seen key, and the decision
 //     stands even if that rollback fails.
 //
-// So a decision costs 2 round trips, single key or composite, plus, once per
-// pooled connection, the preparation of each statement (pgx's statement
-// cache). The same statements sent one at a time are 7 round trips for one
-// key (BenchmarkApply compares both). Reset and each sweep batch are 1
-// round trip. A row swept between seeding and locking (possible only for
-// an expired row), a serialization failure (40001) or a deadlock (40P01)
+// So a decision costs 2 round trips, single key or composite (2 + 2 per
+// key statements in the first, 1 + 1 per changed key in the second). The
+// first time a Store uses a pooled connection it prepares these
+// statements, by names derived from their text, in one more round trip;
+// the names live with the connection (pgconn's CustomData), so a
+// connection the pool opens to replace a broken one prepares again. If the
+// server has lost them (DISCARD ALL, DEALLOCATE) or must plan them again
+// for a changed table, the transaction rolls back and is retried after
+// preparing again. Parameters and the locked row travel in binary. The
+// same statements sent one at a time are 6 round trips for one key
+// (BenchmarkApply compares both). Reset and each sweep batch are 1 round
+// trip. A row swept between seeding and locking (possible only for an
+// expired row), a serialization failure (40001) or a deadlock (40P01)
 // rolls the transaction back; it is retried, up to 3 attempts in all,
 // within the same deadline.
 //
@@ -177,7 +187,10 @@
 // relies on it.
 //
 // The store keeps one connection for the two phases of a transaction, so it
-// works behind PgBouncer in transaction mode; its statements are prepared
-// by pgx, which needs PgBouncer 1.21 or later with max_prepared_statements
-// set, or pgx's QueryExecModeExec.
+// works behind PgBouncer in transaction mode. Its statements are named
+// prepared statements, which need PgBouncer 1.21 or later with
+// max_prepared_statements set; with any pgx DefaultQueryExecMode other
+// than the default QueryExecModeCacheStatement (for instance
+// QueryExecModeExec) the store sends them unnamed instead, parsed by the
+// server on every use, in the same round trips.
 package pgstore
