@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
+	"github.com/sluicehq/sluice/algorithms/slidinglog"
 	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/redisstore"
@@ -31,6 +32,10 @@ func BenchmarkApply(b *testing.B) {
 		{"algo=leakybucket", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: leakybucket.New(), Limit: lim, Cost: 1}}},
 		{"algo=fixedwindow", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: fixedwindow.New(), Limit: lim, Cost: 1}}},
 		{"algo=slidingwindow", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: slidingwindow.New(), Limit: lim, Cost: 1}}},
+		// The sliding log's state grows with the calls in the last Period:
+		// a quota of 100 per second keeps it short (the benchmark calls are
+		// mostly denied once it is used up).
+		{"algo=slidinglog", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: slidinglog.New(), Limit: ratelimit.PerSecond(100), Cost: 1}}},
 		{"path=generic/algo=gcra", []redisstore.Option{redisstore.WithoutNativeScripts(), redisstore.WithCASAttempts(1000)},
 			[]ratelimit.Check{{Namespace: "g", Key: "hot", Algorithm: gcra.New(), Limit: lim, Cost: 1}}},
 		{"composite=3/algo=gcra", nil, []ratelimit.Check{

@@ -1,6 +1,8 @@
 package redisstore_test
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
+	"github.com/sluicehq/sluice/algorithms/slidinglog"
 	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/redisstore"
@@ -68,7 +71,7 @@ func TestNativeBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()}
+		algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New(), slidinglog.New()}
 		for _, alg := range algs {
 			for range 3 {
 				if _, err := st.Apply(t.Context(), ratelimit.Check{Namespace: alg.Name(), Key: "k", Algorithm: alg, Limit: tt.limit, Cost: 1}); err != nil {
@@ -113,7 +116,7 @@ func TestNativeMatchesGo(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()} {
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New(), slidinglog.New()} {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			clock := &manualClock{}
 			prefix := randomPrefix(t)
@@ -196,8 +199,8 @@ func TestNativeCompositeMatchesMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()}
-	limits := []ratelimit.Limit{randomLimit(r), randomLimit(r), ratelimit.PerSecond(5), ratelimit.Every(time.Minute, 3).WithBurst(4), ratelimit.Every(time.Second, 6)}
+	algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New(), slidinglog.New()}
+	limits := []ratelimit.Limit{randomLimit(r), randomLimit(r), ratelimit.PerSecond(5), ratelimit.Every(time.Minute, 3).WithBurst(4), ratelimit.Every(time.Second, 6), ratelimit.Every(300*time.Millisecond, 4)}
 	for i := range 300 {
 		clock.ns += r.Int64N(int64(200 * time.Millisecond))
 		n := 1 + r.IntN(4)
@@ -264,7 +267,7 @@ func joinLines(lines []string) string {
 func TestNativeFallback(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr())
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()} {
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New(), slidinglog.New()} {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 			clock := &manualClock{ns: start}
@@ -289,8 +292,9 @@ func TestNativeFallback(t *testing.T) {
 					t.Fatalf("step %d: got %+v %v, want %+v", i, got, err, want)
 				}
 			}
-			// Both calls behind the state are denied (nothing written), so
-			// both fall back; the first call is native.
+			// Both calls behind the state (denied, except by the sliding
+			// log, whose quota is not used up) fall back; the first call is
+			// native.
 			if calls, fallbacks := st.NativeCounts(); calls != 3 || fallbacks != 2 {
 				t.Fatalf("%d native calls, %d fallbacks; want 3 and 2", calls, fallbacks)
 			}
@@ -354,6 +358,82 @@ func TestNativeAfterCharge(t *testing.T) {
 			}
 			if calls, fallbacks := st.NativeCounts(); calls != 5 || fallbacks != tt.fallbacks {
 				t.Fatalf("%d native calls, %d fallbacks; want 5 and %d", calls, fallbacks, tt.fallbacks)
+			}
+		})
+	}
+}
+
+// TestNativeSlidingLogStates stores hand-made sliding log states, some
+// outside native.lua's exact range, and checks each take against the Go
+// algorithm on the same state: the outcome, the stored state, and whether
+// the script decided or fell back to the generic path.
+func TestNativeSlidingLogStates(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, srv.addr())
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	l := ratelimit.Every(time.Minute, 5)
+	// logState encodes base and (delta, count) pairs, each as a uvarint.
+	logState := func(base int64, pairs ...uint64) []byte {
+		b := binary.BigEndian.AppendUint64([]byte{slidinglog.Tag}, uint64(base))
+		for _, v := range pairs {
+			b = binary.AppendUvarint(b, v)
+		}
+		return b
+	}
+	tests := []struct {
+		name     string
+		state    []byte
+		cost     int64
+		fallback bool
+	}{
+		{"live entries, one at now", logState(now-int64(30*time.Second), 0, 1, uint64(30*time.Second), 2), 1, false},
+		{"expired and live", logState(now-int64(90*time.Second), 0, 2, uint64(70*time.Second), 2), 2, false},
+		{"quota used up", logState(now-int64(10*time.Second), 0, 3, 5, 2), 1, false},
+		{"peek, quota used up", logState(now-int64(10*time.Second), 0, 3, 5, 2), 0, false},
+		{"clock behind the newest entry", logState(now+int64(time.Second), 0, 2), 2, false},
+		{"non-minimal varint", []byte{slidinglog.Tag, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x00, 0x81, 0x00}, 1, false},
+		{"base years ago, small gaps", logState(now-int64(20*365*24*time.Hour), 0, 1, 7, 1), 1, false},
+		{"base years ago, gaps over 2^51", logState(now-int64(20*365*24*time.Hour), 0, 1, 1<<51-1, 1, 1<<51-1, 1), 1, true},
+		{"gap of 2^52", logState(now-int64(time.Hour), 0, 1, 1<<52, 1), 1, true},
+		{"count of 2^52", logState(now-int64(time.Second), 0, 1<<52), 0, true},
+		{"base 2^53 ns ahead", logState(now+1<<53, 0, 1), 1, true},
+		{"truncated varint", logState(now, 0, 1, 0x80)[:12], 1, true},
+		{"count 0", logState(now, 0, 0), 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := &manualClock{ns: now}
+			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Set(t.Context(), st.RedisKey("s", "k"), tt.state, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+			alg := slidinglog.New()
+			want, next, wantErr := alg.Decide(tt.state, now, l, tt.cost, nil)
+			got, err := st.Apply(t.Context(), ratelimit.Check{Namespace: "s", Key: "k", Algorithm: alg, Limit: l, Cost: tt.cost})
+			if (err != nil) != (wantErr != nil) || (err != nil && !errors.Is(err, ratelimit.ErrCorruptState)) {
+				t.Fatalf("error %v, Go algorithm's %v", err, wantErr)
+			}
+			if got != want {
+				t.Fatalf("got %+v, Go algorithm %+v", got, want)
+			}
+			stored, err := c.Get(t.Context(), st.RedisKey("s", "k")).Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantState := tt.state; want.Changed {
+				wantState = next
+				if string(stored) != string(wantState) {
+					t.Fatalf("stored %x, Go state %x", stored, wantState)
+				}
+			} else if string(stored) != string(tt.state) {
+				t.Fatalf("stored %x changed from %x", stored, tt.state)
+			}
+			calls, fallbacks := st.NativeCounts()
+			if calls != 1 || (fallbacks == 1) != tt.fallback {
+				t.Fatalf("%d native calls, %d fallbacks; want 1 call, fallback %v", calls, fallbacks, tt.fallback)
 			}
 		})
 	}

@@ -33,10 +33,10 @@
 // data is ever part of a script's source.
 //
 // The native script covers OpTake for the in-repo gcra, tokenbucket,
-// leakybucket, fixedwindow and slidingwindow algorithms under limits whose
-// Period and time to refill Burst (Limit.FillTime) are at most 2^51 ns,
-// about 26 days, which includes per-second to per-day limits; slidinglog
-// and contributed algorithms take the generic path. Lua numbers are
+// leakybucket, fixedwindow, slidingwindow and slidinglog algorithms under
+// limits whose Period and time to refill Burst (Limit.FillTime) are at
+// most 2^51 ns, about 26 days, which includes per-second to per-day
+// limits; contributed algorithms take the generic path. Lua numbers are
 // doubles, exact only below 2^53, and Unix time in nanoseconds is near
 // 2^61, so the script keeps instants as two 32-bit halves, computes only
 // differences as numbers, and divides a product such as elapsed·Count
@@ -49,8 +49,9 @@
 // bit for bit (the package's differential tests compare them at injected
 // instants). When it meets a state outside its exact range (one more than
 // 2^51 ns in the future, a bucket in debt or a window count above Burst
-// after a Charge, undecodable bytes) it writes nothing and the call
-// is decided on the generic path. A composite whose checks all qualify is
+// after a Charge, a log entry with a count or gap of 2^52 or more,
+// undecodable bytes) it writes nothing and the call is decided on the
+// generic path. A composite whose checks all qualify is
 // one script call too.
 //
 // Every other case takes the generic path, so any Algorithm, including a

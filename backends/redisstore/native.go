@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
+	"github.com/sluicehq/sluice/algorithms/slidinglog"
 	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -43,6 +44,7 @@ const (
 	codeLeakyBucket
 	codeFixedWindow
 	codeSlidingWindow
+	codeSlidingLog
 )
 
 // nativeAlg returns the native.lua code of an in-repo algorithm with a Lua
@@ -60,6 +62,8 @@ func nativeAlg(alg ratelimit.Algorithm) int {
 		return codeFixedWindow
 	case slidingwindow.Algorithm, *slidingwindow.Algorithm:
 		return codeSlidingWindow
+	case slidinglog.Algorithm, *slidinglog.Algorithm:
+		return codeSlidingLog
 	}
 	return codeNone
 }
@@ -89,7 +93,7 @@ func units(n int64, l ratelimit.Limit) (q, r int64) {
 }
 
 // numCodes is the number of native algorithm codes (1..numCodes-1).
-const numCodes = codeSlidingWindow + 1
+const numCodes = codeSlidingLog + 1
 
 // headArg returns native.lua's first argument: the PEXPIRE margin in
 // milliseconds; with a test clock, now as Unix seconds and nanoseconds

@@ -1,6 +1,6 @@
 -- native.lua: the native path. Applies one or several takes of the
 -- in-repo algorithms gcra, tokenbucket, leakybucket (as a meter),
--- fixedwindow and slidingwindow atomically, all or nothing,
+-- fixedwindow, slidingwindow and slidinglog atomically, all or nothing,
 -- reproducing their Go Decide bit for bit with integer arithmetic.
 --
 -- Lua numbers are doubles: integers are exact below 2^53. The store sends
@@ -18,13 +18,14 @@
 -- instead of a tonumber per value); every value is an integer below 2^53,
 -- so the little-endian doubles carry it exactly.
 -- KEYS: one state key per check (a key may repeat; checks apply in order).
--- ARGV[1]: eight doubles: the PEXPIRE margin in milliseconds; Unix
+-- ARGV[1]: nine doubles: the PEXPIRE margin in milliseconds; Unix
 --   seconds and nanoseconds injected by tests (WithTestClock), or -1 and 0
 --   to use TIME; then 1 or 0 for each algorithm (gcra, tokenbucket,
---   leakybucket, fixedwindow, slidingwindow): whether the call uses it.
+--   leakybucket, fixedwindow, slidingwindow, slidinglog): whether the call
+--   uses it.
 -- ARGV[1+i]: thirteen doubles for check i: algorithm (1 gcra, 2
---   tokenbucket, 3 leakybucket, 4 fixedwindow, 5 slidingwindow), cost,
---   burst, count,
+--   tokenbucket, 3 leakybucket, 4 fixedwindow, 5 slidingwindow, 6
+--   slidinglog), cost, burst, count,
 --   period, then for gcra the spans (q + r/count ns) tau, units(cost),
 --   units(1) and debt as q, r pairs; for the others, zeros.
 -- Returns little-endian doubles packed in one string (cheaper to build
@@ -93,7 +94,7 @@ end
 
 -- The flags say which algorithms this call uses: only their functions are
 -- created (each closure is a measurable share of a short script's cost).
-local margin, sec, ns, useG, useT, useL, useF, useS = unpack('<dddddddd', ARGV[1])
+local margin, sec, ns, useG, useT, useL, useF, useS, useLog = unpack('<ddddddddd', ARGV[1])
 
 local gcra
 if useG == 1 then
@@ -431,6 +432,150 @@ if useS == 1 then
   end
 end
 
+local slidinglog
+if useLog == 1 then
+  -- uvarint decodes the unsigned varint of s at byte i and returns it and
+  -- the next position, or nil for a truncated one, one longer than 8 bytes
+  -- or a value of 2^52 or more (the generic path decides those states).
+  local function uvarint(s, i)
+    local v, mul = 0, 1
+    for j = i, i + 7 do
+      local b = string.byte(s, j)
+      if b == nil then return nil end
+      if b < 128 then
+        v = v + b * mul
+        if v >= 4503599627370496 then return nil end
+        return v, j + 1
+      end
+      v = v + (b - 128) * mul
+      mul = mul * 128
+    end
+    return nil
+  end
+
+  -- putuv appends the bytes of the minimal uvarint of 0 <= x < 2^53 to
+  -- the table t, at index n + 1 onwards, and returns the new length.
+  local function putuv(t, n, x)
+    while x >= 128 do
+      local b = x % 128
+      n = n + 1
+      t[n] = string.char(b + 128)
+      x = (x - b) / 128
+    end
+    n = n + 1
+    t[n] = string.char(x)
+    return n
+  end
+
+  -- slidinglog mirrors algorithms/slidinglog Decide. Instants are kept
+  -- relative to now: an entry's rel is its instant minus now, exact while
+  -- the state's base is within 2^52 ns of now (deltas and counts of 2^52
+  -- or more fall back). A base further in the past leaves nothing counting
+  -- when the deltas sum below 2^51; a base further ahead, a skew over 2^51
+  -- ns or now within 2^53 ns of the largest int64 falls back.
+  slidinglog = function(state, nh, nl, cost, burst, period)
+    if nh >= 2145386496 then return nil end -- now >= 2^63 - 2^53
+    local rels, counts, n = {}, {}, 0
+    if state then
+      local len = #state
+      if len < 11 or string.byte(state, 1) ~= 0x61 then return nil end
+      local _, bh, bl = unpack('>Bi4I4', state)
+      local dh = bh - nh
+      local base, far = 0, false
+      if dh >= -1048576 and dh < 1048576 then
+        base = dh * 4294967296 + (bl - nl)
+      elseif dh < 0 then
+        far = true
+      else
+        return nil
+      end
+      local i, off, total = 10, 0, 0
+      while i <= len do
+        local d, c
+        d, i = uvarint(state, i)
+        if d == nil or d >= 2251799813685248 then return nil end
+        c, i = uvarint(state, i)
+        if c == nil or c == 0 then return nil end
+        off = off + d
+        total = total + c
+        if off >= 4503599627370496 or total >= 4503599627370496 then return nil end
+        n = n + 1
+        rels[n], counts[n] = base + off, c
+      end
+      if far then
+        -- every entry is over 2^52 - off ns old: none counts when off is
+        -- below 2^51 (>= period), and none is ahead of now
+        if off >= 2251799813685248 then return nil end
+        n = 0
+      end
+    end
+    -- now' = max(now, newest entry), as nowr relative to now; skew = nowr
+    local nowr = 0
+    if n > 0 and rels[n] > 0 then
+      nowr = rels[n]
+      if nowr > 2251799813685248 then return nil end
+    end
+    local skew = nowr
+    -- deltas are non-negative, so the live entries (age below period)
+    -- are the newest ones, from index first on
+    local first = n + 1
+    local used = 0
+    for j = n, 1, -1 do
+      if nowr - rels[j] >= period then break end
+      first = j
+      used = used + counts[j]
+    end
+    if cost == 0 or cost > burst or used + cost > burst then
+      local rem = burst - used
+      if rem < 0 then rem = 0 end
+      local reset = 0
+      if used > 0 then reset = skew + period - (nowr - rels[n]) end
+      local ttl = reset
+      if not state then ttl = 0 end
+      if cost > burst then return false, state, rem, -1, reset, ttl end
+      local x = cost
+      if x == 0 then x = 1 end
+      -- the wait: the oldest live entry whose expiry frees enough units
+      local need, retry = used + x - burst, 0
+      if need > 0 then
+        for j = first, n do
+          need = need - counts[j]
+          if need <= 0 then
+            retry = skew + period - (nowr - rels[j])
+            break
+          end
+        end
+      end
+      return cost == 0 and retry == 0, state, rem, retry, reset, ttl
+    end
+    -- the live entries, the one at now' (if any) taking the cost, then a
+    -- new entry at now' for it otherwise
+    local t, m = {}, 1
+    local prev, left = nil, cost
+    for j = first, n + 1 do
+      local r, c = nowr, left
+      if j <= n then
+        r, c = rels[j], counts[j]
+        if r == nowr then c = c + left; left = 0 end
+      end
+      if c > 0 then
+        if prev == nil then
+          -- the base: now + r as (hi, lo)
+          local x = nl + r
+          local carry = floor(x / 4294967296)
+          t[1] = pack('>Bi4I4', 0x61, nh + carry, x - carry * 4294967296)
+          prev = r
+        end
+        m = putuv(t, m, r - prev)
+        m = putuv(t, m, c)
+        prev = r
+      end
+    end
+    local reset = skew + period
+    return true, table.concat(t), burst - used - cost, 0, reset, reset
+  end
+end
+
 local function decide(state, nh, nl, arg)
   local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack('<ddddddddddddd', arg)
   if alg == 1 then
@@ -442,8 +587,10 @@ local function decide(state, nh, nl, arg)
     return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31)
   elseif alg == 4 then
     return fixedwindow(state, nh, nl, cost, burst, period)
+  elseif alg == 5 then
+    return slidingwindow(state, nh, nl, cost, burst, period)
   end
-  return slidingwindow(state, nh, nl, cost, burst, period)
+  return slidinglog(state, nh, nl, cost, burst, period)
 end
 
 -- now as (hi, lo): sec*1e9 + ns, lo in 0..2^32-1
