@@ -75,6 +75,9 @@ type testCluster struct {
 	mu         sync.Mutex
 	nodes      []*Node
 	transports []*dropTransport
+	// detected is how long after a partition's cut the last node saw the
+	// other side fail: the measured F of the package documentation.
+	detected time.Duration
 }
 
 func (c *testCluster) snapshot() []*Node {

@@ -33,6 +33,10 @@ const (
 	// also lasts at least allowanceTicks of the longest recent gap between
 	// this node's ticks.
 	allowanceTicks = 3
+	// sweepGraceTicks is how many sync intervals a record stays after its
+	// view refilled while idle before the node forgets it: far longer
+	// than the views of different nodes can disagree on when that was.
+	sweepGraceTicks = 40
 	// udpOverhead is what memberlist adds to a user message on the wire
 	// (message type, CRC, label header, encryption nonce and tag).
 	udpOverhead = 64
@@ -142,9 +146,16 @@ type record struct {
 	own      uint64 // units this node admitted in incarnation inc
 	refunded uint64 // units of own it gave back (OpRefund), ≤ own
 	dirty    bool
+	// sentOwn and sentRefunded are own and refunded as last sent by a
+	// sync tick, so that a new incarnation can carry what was not sent.
+	sentOwn, sentRefunded uint64
 
 	comps   map[string]*comp // other origins' components
 	phantom float64          // fractional partition charge carried over
+	// credit is what was charged as the failed members' estimated use
+	// (partition scaling) and not yet matched by their real consumption;
+	// creditAt is the clock time of the last such charge.
+	credit, creditAt int64
 
 	// learned marks a key learned from a peer under an algorithm this
 	// node could not resolve; its consumption is counted but not charged.
@@ -154,9 +165,9 @@ type record struct {
 type comp struct {
 	inc, count, refunded uint64
 	at                   int64 // clock time of the last accepted increase; 0 before any
-	// credit is what was charged as this origin's partition share while
-	// it was invisible and not yet matched by its real consumption.
-	credit int64
+	// owed marks an origin whose estimated use was charged while it was
+	// failed: its next increases are netted against the record's credit.
+	owed bool
 }
 
 // New starts a node: it binds the gossip port, joins cfg.Seeds (if any),
@@ -456,6 +467,24 @@ func (n *Node) rearm(sh *shard, rec *record, now int64) {
 	if rec.allowN > 1 {
 		sh.young = append(sh.young, rec)
 	}
+	n.newEpoch(rec)
+}
+
+// newEpoch starts a new incarnation of this node's own counter for a key
+// whose view refilled while idle. What the old incarnation counted was
+// consumed before the refill and no longer matters to the bucket, but a
+// peer that has forgotten the key (swept it while idle) has no baseline
+// for it and would charge all of it again, leaving its view below the
+// others' for as long as demand keeps the key busy. A new incarnation
+// makes the peers count from zero; units admitted but not yet sent carry
+// over, so none is lost. Components of other origins from before the
+// refill are not relayed from now on (see entryOf), for the same reason.
+// The caller holds the record's shard lock.
+func (n *Node) newEpoch(rec *record) {
+	unsent := int64(rec.own-rec.refunded) - int64(rec.sentOwn-rec.sentRefunded)
+	rec.inc = n.nextInc()
+	rec.own, rec.refunded = uint64(max(unsent, 0)), 0
+	rec.sentOwn, rec.sentRefunded = 0, 0
 }
 
 // nextInc returns a record incarnation larger than every earlier one of

@@ -254,3 +254,74 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// forget drops the node's record of a key, as the idle sweep does.
+func (n *Node) forget(ns, key string) {
+	sh := n.shard(ns, key)
+	sh.mu.Lock()
+	delete(sh.m, nsKey{ns, key})
+	sh.mu.Unlock()
+}
+
+// TestForgottenKeyNotChargedTwice: a node that forgot a key while it sat
+// idle (its view refilled) must not be charged again, when the key comes
+// back, for what the others admitted before the idleness, nor for what
+// they relay of each other's earlier counters. Such a charge left its view
+// below the others' for as long as demand kept the key busy.
+func TestForgottenKeyNotChargedTwice(t *testing.T) {
+	clk := &fakeClock{}
+	clk.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	nodes := startCluster(t, 3, func(_ int, c *Config) {
+		c.Clock = clk
+		c.PushPullInterval = 100 * time.Millisecond
+	})
+	lim := ratelimit.Limit{Count: 100, Period: time.Second, Burst: 100}
+	c := ratelimit.Check{Namespace: "forget", Key: newKey(t), Algorithm: tokenbucket.New(), Limit: lim, Cost: 1}
+	peek := c
+	peek.Cost = 0
+	settled := func(want int64) func() string {
+		return func() string {
+			for _, n := range nodes {
+				if o := take(t, n, peek); o.Remaining != want {
+					return fmt.Sprintf("%s remaining %d, want %d", n.Name(), o.Remaining, want)
+				}
+			}
+			return ""
+		}
+	}
+	for _, n := range nodes {
+		for range 30 {
+			if !take(t, n, c).Allowed {
+				t.Fatalf("%s: a take within the startup allowance was refused", n.Name())
+			}
+		}
+	}
+	waitFor(t, 3*time.Second, settled(10))
+	// Let the startup allowance lapse (it is timed by sync ticks).
+	waitFor(t, 3*time.Second, func() string {
+		for _, n := range nodes {
+			sh := n.shard(c.Namespace, c.Key)
+			sh.mu.Lock()
+			young := sh.m[nsKey{c.Namespace, c.Key}].allowN > 1
+			sh.mu.Unlock()
+			if young {
+				return n.Name() + " still holds the key to its startup allowance"
+			}
+		}
+		return ""
+	})
+	clk.ns.Add(int64(2 * time.Second)) // every view refills while idle
+	nodes[0].forget(c.Namespace, c.Key)
+	for _, n := range nodes {
+		if !take(t, n, c).Allowed {
+			t.Fatalf("%s: the first take after idleness was refused", n.Name())
+		}
+	}
+	waitFor(t, 3*time.Second, settled(97))
+	// Push/pull exchanges the full state a few times over: it must not
+	// bring the old counters back either.
+	time.Sleep(5 * 100 * time.Millisecond)
+	if msg := settled(97)(); msg != "" {
+		t.Fatal(msg)
+	}
+}

@@ -259,7 +259,11 @@ func TestSyncBatches(t *testing.T) {
 	if st := nodes[0].Stats(); st.Reliable != 0 {
 		t.Fatalf("300 keys went over TCP: %+v", st)
 	}
+	// Hold the sync tick off while touching, so that all 10,000 keys go
+	// in one batch however slowly they are touched (-race, busy cores).
+	nodes[0].syncMu.Lock()
 	touch(10000)
+	nodes[0].syncMu.Unlock()
 	waitFor(t, 5*time.Second, func() string {
 		if got := len(nodes[1].counters("batch")); got != 10000 {
 			return fmt.Sprintf("node 1 knows %d keys, want 10000", got)

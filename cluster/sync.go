@@ -140,6 +140,10 @@ func (n *Node) syncOnce() {
 		failed = n.failedNames()
 	}
 	var entries []wireEntry
+	// An idle record is forgotten only once every peer's view of it has
+	// surely refilled too, so that none of them still counts on an
+	// incarnation from before the refill (see newEpoch).
+	grace := sweepGraceTicks * max(n.recentGap, int64(n.cfg.SyncInterval))
 	sweep := n.sweepAt
 	n.sweepAt = (n.sweepAt + 1) % shardCount
 	for i := range n.shards {
@@ -159,6 +163,7 @@ func (n *Node) syncOnce() {
 			r.dirty = false
 			if en, ok := n.entryOf(r, now, sh); ok {
 				entries = append(entries, en)
+				r.sentOwn, r.sentRefunded = r.own, r.refunded
 			}
 		}
 		clear(sh.dirty)
@@ -168,7 +173,7 @@ func (n *Node) syncOnce() {
 				if share > 0 && r.alg != nil && r.expires > now {
 					n.partitionCharge(sh, r, now, elapsed, share, failed)
 				}
-				if i == sweep && r.expires <= now && !r.dirty && r.allowN <= 1 {
+				if i == sweep && satAdd(r.expires, grace) <= now && !r.dirty && r.allowN <= 1 {
 					delete(sh.m, id)
 				}
 			}
@@ -182,9 +187,9 @@ func (n *Node) syncOnce() {
 
 // partitionCharge charges rec with the refill the invisible members would
 // have used, r·elapsed·share, carrying the fraction to the next tick. The
-// amount is credited to the failed members' components in equal parts, so
-// that their real consumption, when it arrives after a heal, is charged
-// only beyond it.
+// amount goes into the record's credit, owed by the failed members
+// together: when they come back, their real consumption is charged only
+// beyond it, whichever of them used it.
 func (n *Node) partitionCharge(sh *shard, r *record, now, elapsed int64, share float64, failed []string) {
 	r.phantom += float64(r.limit.Count) * float64(elapsed) / float64(r.limit.Period) * share
 	whole := int64(r.phantom)
@@ -196,17 +201,14 @@ func (n *Node) partitionCharge(sh *shard, r *record, now, elapsed int64, share f
 	if len(failed) == 0 {
 		return
 	}
-	part, rest := whole/int64(len(failed)), whole%int64(len(failed))
-	for i, name := range failed {
+	r.credit, r.creditAt = r.credit+whole, now
+	for _, name := range failed {
 		c := r.comps[name]
 		if c == nil {
 			c = &comp{}
 			r.comps[name] = c
 		}
-		c.credit += part
-		if int64(i) < rest {
-			c.credit++
-		}
+		c.owed = true
 	}
 }
 
@@ -233,7 +235,10 @@ func (n *Node) entryOf(r *record, now int64, sh *shard) (wireEntry, bool) {
 		en.comps = append(en.comps, wireComp{origin: n.name, inc: r.inc, count: r.own, refunded: r.refunded})
 	}
 	for o, c := range r.comps {
-		if c.inc != 0 {
+		// A component unchanged since the view refilled while idle (the
+		// record's epoch, see newEpoch) counts consumption that no
+		// longer matters; a peer that forgot the key would charge it.
+		if c.inc != 0 && c.at >= r.created {
 			en.comps = append(en.comps, wireComp{origin: o, inc: c.inc, count: c.count, refunded: c.refunded})
 		}
 	}
@@ -435,22 +440,81 @@ func (n *Node) merge(en *wireEntry) {
 }
 
 // netAndCap returns how much of an origin's counter increase delta to
-// charge: less what was already charged as its partition share, and no
-// more than it could plausibly have admitted since its previous increase.
+// charge: less what was already charged as the estimated use of the
+// failed members when the origin was one of them, and no more than it
+// could plausibly have admitted since its previous increase.
+//
+// The credit is shared by all the members that were failed together,
+// because their real use is split among them in ways the estimate cannot
+// know. It is settled once every one of them is back and has reported, or
+// settleTime after the last estimated charge; what is left then (the
+// other side used less than its share) is dropped, not carried into later
+// consumption.
 func (n *Node) netAndCap(cur *comp, rec *record, origin string, delta uint64, since, now int64) int64 {
 	amount := int64(min(delta, uint64(ratelimit.MaxCost)))
-	if cur.credit > 0 {
-		used := min(cur.credit, amount)
-		cur.credit -= used
-		amount -= used
+	owed := cur.owed
+	if (owed || rec.credit > 0) && now-rec.creditAt > int64(n.settleTime()) {
+		rec.credit, owed = 0, false
+		for _, c := range rec.comps {
+			c.owed = false
+		}
 	}
-	if capAt := n.plausible(rec.limit, now-since); amount > capAt {
+	if owed {
+		used := min(rec.credit, amount)
+		rec.credit -= used
+		amount -= used
+		if n.isMember(origin) {
+			cur.owed = false
+			if !anyOwed(rec) {
+				rec.credit = 0
+			}
+		}
+	}
+	capAt := n.plausible(rec.limit, now-since)
+	if owed {
+		// Unseen for the whole partition: everything it admitted
+		// beyond the estimate counts, not only the last fill time.
+		capAt = n.plausibleOver(rec.limit, now-since)
+	}
+	if amount > capAt {
 		if n.stats.capped.Add(1) <= 10 {
 			n.log.Warn("cluster: implausible counter jump capped", "origin", origin, "key", truncKey(rec.id.key), "delta", delta, "cap", capAt)
 		}
 		amount = capAt
 	}
 	return amount
+}
+
+func anyOwed(rec *record) bool {
+	for _, c := range rec.comps {
+		if c.owed {
+			return true
+		}
+	}
+	return false
+}
+
+// settleTime is how long after the last partition charge the credit it
+// left is kept for the failed members' real consumption to arrive: one
+// push/pull exchange (at least a second) and a few sync intervals.
+func (n *Node) settleTime() time.Duration {
+	return max(n.cfg.PushPullInterval, time.Second) + 4*n.cfg.SyncInterval
+}
+
+// isMember reports whether name is a live member.
+func (n *Node) isMember(name string) bool {
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	_, ok := n.members[name]
+	return ok
+}
+
+// plausibleOver is the most one origin can have admitted over elapsed
+// nanoseconds, all of which may still matter: the burst plus the refill
+// over elapsed and one sync interval.
+func (n *Node) plausibleOver(l ratelimit.Limit, elapsed int64) int64 {
+	window := max(elapsed, 0) + int64(n.cfg.SyncInterval)
+	return min(l.Burst+min(ratelimit.MulDivFloor(l.Count, window, int64(l.Period)), ratelimit.MaxCount)+1, ratelimit.MaxCost)
 }
 
 // plausible is the most one origin can have admitted over elapsed
