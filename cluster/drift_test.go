@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -216,10 +217,13 @@ func syncInterval(nodes []*Node) time.Duration {
 // driftCase is one load pattern or fault on one cluster size.
 type driftCase struct {
 	name string
-	size int           // nodes at the start
-	d    time.Duration // length of the run; 0 means driftDuration()
-	load loadFunc
-	cold bool
+	size int // nodes the case is about
+	// start is how many nodes run from the start (a late join adds the
+	// rest); 0 means size.
+	start int
+	d     time.Duration // length of the run; 0 means driftDuration()
+	load  loadFunc
+	cold  bool
 	// burstAt > 0: every node fires B requests at once at that time.
 	burstAt time.Duration
 	alg     ratelimit.Algorithm
@@ -281,6 +285,7 @@ func TestDrift(t *testing.T) {
 	d := driftDuration()
 	var cases []*driftCase
 	for _, size := range []int{3, 5} {
+		cases = append(cases, faultCases(size)...)
 		for _, p := range []struct {
 			name string
 			load loadFunc
@@ -296,7 +301,6 @@ func TestDrift(t *testing.T) {
 			cases = append(cases, &driftCase{name: p.name, size: size, load: p.load, cold: p.cold, alg: p.alg, check: standard})
 		}
 	}
-	cases = append(cases, faultCases()...)
 
 	type outcome struct {
 		cl  *testCluster
@@ -317,7 +321,7 @@ func TestDrift(t *testing.T) {
 			if c.mut != nil {
 				mut = c.mut(t, cl)
 			}
-			nodes, err := startClusterE(t, c.size, mut)
+			nodes, err := startClusterE(t, cmp.Or(c.start, c.size), mut)
 			if err != nil {
 				outs[i].err = err
 				return
