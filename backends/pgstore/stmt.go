@@ -85,7 +85,7 @@ func newStatements(q queries) statements {
 const customDataKey = "github.com/sluicehq/sluice/backends/pgstore"
 
 // stmtCache maps a statement set's key to its descriptions on one
-// connection. It lives in the connection's CustomData, so it dies with the
+// connection, or to nil when the connection sends it unnamed. It lives in the connection's CustomData, so it dies with the
 // connection: a connection the pool opens to replace a broken one starts
 // empty and prepares again. Only the goroutine that holds the connection
 // uses it.
@@ -98,22 +98,24 @@ type stmtCache map[string]*[numStmts]*pgconn.StatementDescription
 // QueryExecModeCacheStatement, for instance behind a pooler that does not
 // support them): the statements are then sent unnamed, parsed on every use.
 func (s *Store) connStatements(ctx context.Context, conn *pgx.Conn) (*[numStmts]*pgconn.StatementDescription, error) {
-	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
-		return nil, nil
-	}
 	pc := conn.PgConn()
 	data := pc.CustomData()
 	cache, _ := data[customDataKey].(stmtCache)
-	if sds := cache[s.stmts.setKey]; sds != nil {
-		return sds, nil
-	}
-	sds, err := s.prepare(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: prepare statements: %w: %w", ratelimit.ErrUnavailable, err)
+	if sds, ok := cache[s.stmts.setKey]; ok {
+		return sds, nil // nil: unnamed, decided when s first used conn
 	}
 	if cache == nil {
 		cache = stmtCache{}
 		data[customDataKey] = cache
+	}
+	// Config returns a copy: look at it once per connection and store.
+	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		cache[s.stmts.setKey] = nil
+		return nil, nil
+	}
+	sds, err := s.prepare(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: prepare statements: %w: %w", ratelimit.ErrUnavailable, err)
 	}
 	cache[s.stmts.setKey] = sds
 	return sds, nil

@@ -96,4 +96,4 @@ awk '
 			printf "%-22s %9.0f %9.0f %9.0f %9.0f %13s %13s %13s\n", c, p, g, t, v, ratio(g, p), ratio(t, p), ratio(g, v)
 		}
 	}' "$outfile"
-echo "raw lines: bench/$outfile (benchstat -col /impl)"
+echo "raw lines: $outfile, relative to bench/ (benchstat -col /impl)"
