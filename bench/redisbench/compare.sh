@@ -4,9 +4,11 @@
 # redisload (sluice-gcra, sluice-tokenbucket and redis_rate) and run.sh
 # (the redis-benchmark EVALSHA ceiling) against it at concurrency 1, 8 and
 # 64 on one hot key and on a million keys, stops the server, and prints
-# the ratios the issue sets targets for:
-#   sluice / redis_rate   (target >= 1 at every setting)
-#   sluice-tokenbucket / ceiling of the same script   (target >= 0.85)
+# mean ops/s per setting and the ratios the issue sets targets for:
+#   gcra/rr, tb/rr    sluice / redis_rate (target >= 1 at every setting)
+#   tb/nat            sluice-tokenbucket / the ceiling running native.lua,
+#                     the same script (target >= 0.85)
+#   tb/plain          the same against the plain token-bucket script
 #
 # Usage, from the bench directory, on a machine doing nothing else:
 #   redisbench/compare.sh [-p port] [-d seconds per run] [-k rounds] [-n ceiling requests] [-o file]
@@ -85,11 +87,11 @@ awk '
 	function mean(k, w) { return cnt[k, w] ? sum[k, w] / cnt[k, w] : 0 }
 	function ratio(a, b) { return b ? sprintf("%.2f", a / b) : "-" }
 	END {
-		printf "%-16s %11s %11s %11s %11s %11s %9s %9s %9s\n", "setting", "gcra", "tokenbucket", "redis_rate", "ceil-native", "ceil-plain", "gcra/rr", "tb/rr", "tb/ceil"
+		printf "%-16s %11s %11s %11s %11s %11s %8s %8s %8s %8s\n", "setting", "gcra", "tokenbucket", "redis_rate", "ceil-native", "ceil-plain", "gcra/rr", "tb/rr", "tb/nat", "tb/plain"
 		for (i = 1; i <= n; i++) {
 			k = order[i]
 			g = mean(k, "sluice-gcra"); t = mean(k, "sluice-tokenbucket"); r = mean(k, "redis_rate")
 			cn = mean(k, "ceiling-native"); cp = mean(k, "ceiling-plain")
-			printf "%-16s %11.0f %11.0f %11.0f %11.0f %11.0f %9s %9s %9s\n", k, g, t, r, cn, cp, ratio(g, r), ratio(t, r), ratio(t, cn)
+			printf "%-16s %11.0f %11.0f %11.0f %11.0f %11.0f %8s %8s %8s %8s\n", k, g, t, r, cn, cp, ratio(g, r), ratio(t, r), ratio(t, cn), ratio(t, cp)
 		}
 	}' "$outfile"
