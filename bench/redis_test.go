@@ -146,15 +146,17 @@ func BenchmarkRedisComposite(b *testing.B) {
 }
 
 // BenchmarkRedisMemoryPerKey reports Redis used_memory per limiter key
-// after 100k keys, Strict spec (nothing expires during the measurement).
-// The keys are "user:0000000" to "user:0099999" (12 bytes), under the rule
-// name "b" for Sluice and redis_rate's "rate:" prefix. Redis rounds every
-// allocation up to a jemalloc size class, so the figure moves in steps as
-// keys lengthen (a key of up to 30 bytes costs 32, of 31 to 44 bytes 48).
-// Run with -benchtime=1x.
+// after 100k keys, Strict spec (nothing expires during the measurement),
+// for two key shapes: "user:0000042" (keylen=12) and a UUID (keylen=36),
+// under the rule name "b" for Sluice and redis_rate's "rate:" prefix.
+// Redis rounds every allocation up to a jemalloc size class, so the figure
+// moves in 16-byte steps as keys lengthen (a Redis key of up to 30 bytes
+// costs 32, of 31 to 44 bytes 48, of 45 to 60 bytes 64): Sluice's key
+// adds 14 bytes to the caller's (prefix, hash tag, rule name), redis_rate's
+// 5, so which of them a step catches depends on the key length. Run with
+// -benchtime=1x.
 func BenchmarkRedisMemoryPerKey(b *testing.B) {
 	c := redisClient(b)
-	ctx := context.Background()
 	const n = 100_000
 	strict := ratelimit.Every(1000*time.Hour, 1).WithBurst(100)
 	impls := []redisImpl{
@@ -169,27 +171,44 @@ func BenchmarkRedisMemoryPerKey(b *testing.B) {
 			}
 		}},
 	}
-	for _, im := range impls {
-		b.Run("keys=100k/impl="+im.name, func(b *testing.B) {
-			take := im.make(b, c)
-			for b.Loop() {
-				// One take first, so the script is in Redis's script cache
-				// (FLUSHALL keeps it) before the baseline: its source is
-				// not memory per key.
-				take(ctx, "warmup")
-				if err := c.FlushAll(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
-				before := usedMemory(b, c)
-				for i := range n {
-					take(ctx, fmt.Sprintf("user:%07d", i))
-				}
-				b.ReportMetric(float64(usedMemory(b, c)-before)/n, "B/key")
-				if err := c.FlushAll(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
+	shapes := []struct {
+		name string
+		key  func(i int) string
+	}{
+		{"12", func(i int) string { return fmt.Sprintf("user:%07d", i) }},
+		{"36", func(i int) string { return fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i) }},
+	}
+	for _, shape := range shapes {
+		for _, im := range impls {
+			b.Run("keys=100k/keylen="+shape.name+"/impl="+im.name, func(b *testing.B) {
+				memoryPerKey(b, c, n, im.make(b, c), shape.key)
+			})
+		}
+	}
+}
+
+// memoryPerKey reports the used_memory delta per key after n takes on
+// distinct keys.
+func memoryPerKey(b *testing.B, c *redis.Client, n int, take taker, key func(int) string) {
+	ctx := context.Background()
+	for b.Loop() {
+		// One take first, so the script is in Redis's script cache
+		// (FLUSHALL keeps it) before the baseline: its source is not
+		// memory per key.
+		take(ctx, "warmup")
+		if err := c.FlushAll(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		before := usedMemory(b, c)
+		for i := range n {
+			if !take(ctx, key(i)) {
+				b.Fatalf("take %d on a new key was refused", i)
 			}
-		})
+		}
+		b.ReportMetric(float64(usedMemory(b, c)-before)/float64(n), "B/key")
+		if err := c.FlushAll(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
