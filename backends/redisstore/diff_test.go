@@ -423,10 +423,9 @@ func TestNativeSlidingLogStates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if wantState := tt.state; want.Changed {
-				wantState = next
-				if string(stored) != string(wantState) {
-					t.Fatalf("stored %x, Go state %x", stored, wantState)
+			if want.Changed {
+				if string(stored) != string(next) {
+					t.Fatalf("stored %x, Go state %x", stored, next)
 				}
 			} else if string(stored) != string(tt.state) {
 				t.Fatalf("stored %x changed from %x", stored, tt.state)
