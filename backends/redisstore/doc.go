@@ -33,10 +33,11 @@
 // data is ever part of a script's source.
 //
 // The native script covers OpTake for the in-repo gcra, tokenbucket,
-// leakybucket, fixedwindow, slidingwindow and slidinglog algorithms under
-// limits whose Period and time to refill Burst (Limit.FillTime) are at
-// most 2^51 ns, about 26 days, which includes per-second to per-day
-// limits; contributed algorithms take the generic path. Lua numbers are
+// leakybucket, fixedwindow, slidingwindow and slidinglog algorithms, and
+// OpReserve and OpRefund for gcra, under limits whose Period and time to
+// refill Burst (Limit.FillTime) are at most 2^51 ns, about 26 days, which
+// includes per-second to per-day limits; contributed algorithms take the
+// generic path. Lua numbers are
 // doubles, exact only below 2^53, and Unix time in nanoseconds is near
 // 2^61, so the script keeps instants as two 32-bit halves, computes only
 // differences as numbers, and divides a product such as elapsed·Count
@@ -61,8 +62,8 @@
 // nothing. On a conflict it returns a fresh snapshot and the store decides
 // again after a short random backoff, up to WithCASAttempts times (then
 // ErrContention). A decision that writes nothing (a denial, a peek) needs
-// only the first round trip. Reserve, Refund and Charge always take this
-// path.
+// only the first round trip. OpCharge, and OpReserve and OpRefund of
+// algorithms other than gcra, always take this path.
 //
 // # Keys
 //

@@ -24,8 +24,11 @@ var nativeScript = newScript(nativeSrc)
 
 const (
 	// nativeStride is the number of values in native.lua's argument for
-	// one check.
+	// one check, without the op and MaxWait a reservation or refund adds.
 	nativeStride = 13
+	// replyStride is the number of values per check in native.lua's
+	// reply.
+	replyStride = 7
 	// nativeSpanLimit bounds Period and the time to refill Burst for the
 	// native path (2^51 ns, about 26 days): every span native.lua computes
 	// then stays below 2^53, where Lua's doubles are exact.
@@ -69,12 +72,19 @@ func nativeAlg(alg ratelimit.Algorithm) int {
 }
 
 // nativeCovers reports whether native.lua can apply every check exactly:
-// an OpTake of an algorithm with a Lua program, under a limit whose Period
-// and FillTime are at most 2^51 ns (about 26 days).
+// an OpTake of an algorithm with a Lua program, or an OpReserve or
+// OpRefund of gcra, under a limit whose Period and FillTime are at most
+// 2^51 ns (about 26 days).
 func nativeCovers(checks []ratelimit.Check) bool {
 	for i := range checks {
 		c := &checks[i]
-		if c.Op != ratelimit.OpTake || nativeAlg(c.Algorithm) == codeNone {
+		code := nativeAlg(c.Algorithm)
+		switch {
+		case code == codeNone:
+			return false
+		case c.Op == ratelimit.OpTake:
+		case (c.Op == ratelimit.OpReserve || c.Op == ratelimit.OpRefund) && code == codeGCRA:
+		default:
 			return false
 		}
 		if c.Limit.Period > nativeSpanLimit || c.Limit.FillTime() > nativeSpanLimit {
@@ -171,11 +181,11 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 	case status == -1 && len(rep) == 8:
 		s.nativeFallbacks.Add(1)
 		return s.applyGeneric(ctx, checks, keys, out)
-	case status != 0 && status != 1, len(rep) != 8*(1+6*len(checks)):
+	case status != 0 && status != 1, len(rep) != 8*(1+replyStride*len(checks)):
 		return false, unexpected(reply)
 	}
 	for i := range checks {
-		v := rep[8*(1+6*i):]
+		v := rep[8*(1+replyStride*i):]
 		retry := time.Duration(replyInt(v, 3))
 		if retry < 0 {
 			retry = ratelimit.Never
@@ -187,6 +197,7 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 			RetryAfter: retry,
 			ResetAfter: time.Duration(replyInt(v, 4)),
 			TTL:        time.Duration(replyInt(v, 5)),
+			Delay:      time.Duration(replyInt(v, 6)),
 		}
 	}
 	return status == 1, nil
@@ -206,9 +217,11 @@ func debtSpan(l ratelimit.Limit) (q, r int64, ok bool) {
 	return int64(uq), int64(ur), true
 }
 
-// argsKey identifies the native.lua argument of a check.
+// argsKey identifies the native.lua argument of a check, but for a
+// reservation's MaxWait.
 type argsKey struct {
 	code int
+	op   ratelimit.Op
 	cost int64
 	lim  ratelimit.Limit
 }
@@ -218,19 +231,47 @@ type argsKey struct {
 const maxCachedArgs = 4096
 
 // checkArg returns native.lua's argument for c: nativeStride doubles (see
-// appendDoubles). It depends only on the algorithm, the cost and the
-// limit, so it is cached, already boxed as an interface value.
+// appendDoubles), then for a reservation or a refund the op and MaxWait.
+// Everything but a reservation's MaxWait depends only on the algorithm,
+// the op, the cost and the limit, so it is cached, already boxed as an
+// interface value; a reservation appends its MaxWait on each call.
 func (s *Store) checkArg(c *ratelimit.Check) any {
-	k := argsKey{nativeAlg(c.Algorithm), c.Cost, c.Limit}
-	if v, ok := s.argsCache.Load(k); ok {
+	k := argsKey{nativeAlg(c.Algorithm), c.Op, c.Cost, c.Limit}
+	v, ok := s.argsCache.Load(k)
+	if !ok {
+		v = buildArg(k)
+		if s.argsCached.Load() < maxCachedArgs {
+			if _, loaded := s.argsCache.LoadOrStore(k, v); !loaded {
+				s.argsCached.Add(1)
+			}
+		}
+	}
+	if c.Op != ratelimit.OpReserve {
 		return v
 	}
-	l := c.Limit
+	// MaxWait is exact below 2^53 and any longer wait is as good as
+	// forever: no delay native.lua computes reaches 2^53 ns.
+	a, _ := v.(string)
+	return string(appendDoubles([]byte(a), int64(opReserve), min(int64(c.MaxWait), 1<<53-1)))
+}
+
+// Op codes of native.lua, appended to a gcra check's argument.
+const (
+	opReserve = 1
+	opRefund  = 2
+)
+
+// buildArg builds the cached part of native.lua's argument for k.
+func buildArg(k argsKey) any {
+	l := k.lim
 	var p [8]int64
 	if k.code == codeGCRA {
 		p[0], p[1] = units(l.Burst, l)
-		if c.Cost <= l.Burst {
-			p[2], p[3] = units(c.Cost, l)
+		switch {
+		case k.op == ratelimit.OpRefund:
+			p[2], p[3] = refundSpan(k.cost, l)
+		case k.cost <= l.Burst:
+			p[2], p[3] = units(k.cost, l)
 		}
 		p[4], p[5] = units(1, l)
 		dq, dr, ok := debtSpan(l)
@@ -239,14 +280,30 @@ func (s *Store) checkArg(c *ratelimit.Check) any {
 		}
 		p[6], p[7] = dq, dr
 	}
-	b := make([]byte, 0, 8*nativeStride)
-	b = appendDoubles(b, int64(k.code), c.Cost, l.Burst, l.Count, int64(l.Period))
+	b := make([]byte, 0, 8*(nativeStride+2))
+	b = appendDoubles(b, int64(k.code), k.cost, l.Burst, l.Count, int64(l.Period))
 	b = appendDoubles(b, p[:]...)
-	var a any = string(b)
-	if s.argsCached.Load() < maxCachedArgs {
-		if _, loaded := s.argsCache.LoadOrStore(k, a); !loaded {
-			s.argsCached.Add(1)
-		}
+	switch k.op {
+	case ratelimit.OpReserve:
+		// MaxWait follows, per call.
+	case ratelimit.OpRefund:
+		b = appendDoubles(b, opRefund, 0)
 	}
-	return a
+	return string(b)
+}
+
+// refundSpan returns units(min(amount, Burst+MaxDebt)), the span gcra's
+// Refund adds, capped at debtCap: the script decides only states at most
+// 2^51 ns in the future, which any span of 2^52 ns refills to full.
+func refundSpan(amount int64, l ratelimit.Limit) (q, r int64) {
+	x := min(amount, l.Burst+ratelimit.MaxDebt(l))
+	hi, lo := bits.Mul64(uint64(x), uint64(l.Period))
+	if hi >= uint64(l.Count) {
+		return debtCap, 0
+	}
+	uq, ur := bits.Div64(hi, lo, uint64(l.Count))
+	if uq >= debtCap {
+		return debtCap, 0
+	}
+	return int64(uq), int64(ur)
 }

@@ -1,7 +1,8 @@
 -- native.lua: the native path. Applies one or several takes of the
 -- in-repo algorithms gcra, tokenbucket, leakybucket (as a meter),
--- fixedwindow, slidingwindow and slidinglog atomically, all or nothing,
--- reproducing their Go Decide bit for bit with integer arithmetic.
+-- fixedwindow, slidingwindow and slidinglog, and gcra reservations and
+-- refunds, atomically, all or nothing, reproducing their Go Decide,
+-- Reserve and Refund bit for bit with integer arithmetic.
 --
 -- Lua numbers are doubles: integers are exact below 2^53. The store sends
 -- a check here only when Period and the time to refill Burst are at most
@@ -27,12 +28,16 @@
 --   tokenbucket, 3 leakybucket, 4 fixedwindow, 5 slidingwindow, 6
 --   slidinglog), cost, burst, count,
 --   period, then for gcra the spans (q + r/count ns) tau, units(cost),
---   units(1) and debt as q, r pairs; for the others, zeros.
+--   units(1) and debt as q, r pairs; for the others, zeros. A gcra
+--   reservation (op 1) or refund (op 2) appends two doubles: the op and
+--   MaxWait in ns; a refund's units(cost) is units(min(cost, Burst +
+--   MaxDebt)), capped at 2^52.
 -- Returns little-endian doubles packed in one string (cheaper to build
 -- and to parse than an array of integers): status, then per check
--- allowed, changed, remaining, retry_after (-1 for never), reset_after
--- and ttl, with status 1 (all allowed, written) or 0 (denied, nothing
--- written); or the status -1 alone (use the generic path).
+-- allowed, changed, remaining, retry_after (-1 for never), reset_after,
+-- ttl and delay (a reservation's wait, else 0), with status 1 (all
+-- allowed, written) or 0 (denied, nothing written); or the status -1
+-- alone (use the generic path).
 
 -- Constants are literals (2^20 = 1048576, 2^32 = 4294967296,
 -- 2^51 = 2251799813685248, 2^52 = 4503599627370496): a local would be an
@@ -96,12 +101,12 @@ end
 -- created (each closure is a measurable share of a short script's cost).
 local margin, sec, ns, useG, useT, useL, useF, useS, useLog = unpack('<ddddddddd', ARGV[1])
 
-local gcra
+local gcra, gcraReserve
 if useG == 1 then
   -- gcra mirrors algorithms/gcra Decide. Spans are q + r/count ns with
   -- 0 <= r < count. Returns nil to fall back, or allowed, new state,
   -- remaining, retry (-1 never), reset, ttl.
-  gcra = function(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr)
+  gcra = function(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, op, maxwait)
     local aq, ar = tq, tr -- refill a, clamped to tau
     if state then
       if #state ~= 17 then return nil end
@@ -143,6 +148,9 @@ if useG == 1 then
         if lr < 0 then lr = lr + count; lq = lq - 1 end
         if aq < lq or (aq == lq and ar < lr) then aq, ar = lq, lr end
       end
+    end
+    if op == 2 or (op == 1 and cost > 0 and cost <= burst) then
+      return gcraReserve(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, dq, dr, op, maxwait, aq, ar)
     end
     local wq, wr -- the span to wait for: units(cost), or units(1) to peek
     if cost == 0 then
@@ -196,6 +204,77 @@ if useG == 1 then
     if cost > burst then return false, out, rem, -1, reset, ttl end
     if cost == 0 then return allowed, out, rem, wq, reset, ttl end
     return allowed, out, rem, wq, reset, ttl
+  end
+
+  -- gcraReserve mirrors algorithms/gcra Reserve (op 1, for 0 < cost <=
+  -- burst) and Refund (op 2) on the settled refill a = (aq, ar). For a
+  -- refund, (uq, ur) is units(min(amount, Burst + MaxDebt)), capped at
+  -- 2^52 (more fills any bucket the script decides). Returns nil to fall
+  -- back, or the values of gcra and the delay.
+  gcraReserve = function(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, dq, dr, op, maxwait, aq, ar)
+    -- outcome returns remaining = floor(a*count/period) (0 in debt, at
+    -- most burst) and reset = ceil(tau - a) for a = (q, r).
+    local function outcome(q, r)
+      local rq, rr = tq - q, tr - r
+      if rr < 0 then rr = rr + count; rq = rq - 1 end
+      local reset = 0
+      if rq >= 0 then
+        reset = rq
+        if rr > 0 then reset = rq + 1 end
+      end
+      local rem = 0
+      if q >= 0 then
+        rem = muldiv(q, count, r, period)
+        if rem == nil or rem > burst then rem = burst end
+      end
+      return rem, reset
+    end
+    local nq, nr, delay, commit = aq, ar, 0, true
+    if op == 2 then
+      -- a refund of 0 or into a full bucket changes nothing
+      if cost == 0 or not (aq < tq or (aq == tq and ar < tr)) then
+        commit = false
+      else
+        nq, nr = aq + uq, ar + ur
+        if nr >= count then nr = nr - count; nq = nq + 1 end
+        if tq < nq or (tq == nq and tr < nr) then nq, nr = tq, tr end
+      end
+    else
+      -- delay = ceil(units(cost) - a), next = a - units(cost), which must
+      -- stay at or above -debt
+      local q, r = uq - aq, ur - ar
+      if r < 0 then r = r + count; q = q - 1 end
+      if q >= 0 then
+        delay = q
+        if r > 0 then delay = q + 1 end
+      end
+      nq, nr = aq - uq, ar - ur
+      if nr < 0 then nr = nr + count; nq = nq - 1 end
+      local lq, lr = -dq, -dr
+      if lr < 0 then lr = lr + count; lq = lq - 1 end
+      if delay > maxwait or nq < lq or (nq == lq and nr < lr) then commit = false end
+    end
+    if not commit then
+      local rem, reset = outcome(aq, ar)
+      local ttl = reset
+      if not state then ttl = 0 end
+      if op == 2 then return true, state, rem, 0, reset, ttl, 0 end
+      return false, state, rem, delay, reset, ttl, 0
+    end
+    local out = false -- a full bucket is the empty state
+    if nq < tq or (nq == tq and nr < tr) then
+      -- S' = now - next, kept as s + f/count
+      local q, f = nq, 0
+      if nr > 0 then q = q + 1; f = count - nr end
+      local qh = floor(q / 4294967296)
+      local sh, sl = nh - qh, nl - (q - qh * 4294967296)
+      if sl < 0 then sl = sl + 4294967296; sh = sh - 1 end
+      if sl >= 4294967296 then sl = sl - 4294967296; sh = sh + 1 end
+      if sh < 0 or sh >= 2147483648 then return nil end
+      out = pack('>Bi4I4i8', 0x21, sh, sl, f)
+    end
+    local rem, reset = outcome(nq, nr)
+    return true, out, rem, 0, reset, reset, delay
   end
 end
 
@@ -579,7 +658,10 @@ end
 local function decide(state, nh, nl, arg)
   local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack('<ddddddddddddd', arg)
   if alg == 1 then
-    return gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr)
+    -- a reservation or a refund appends the op (1 or 2) and MaxWait
+    local op, maxwait = 0, 0
+    if #arg > 104 then op, maxwait = unpack('<dd', arg, 105) end
+    return gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, op, maxwait)
   end
   if alg == 2 then
     return tokenbucket(state, nh, nl, cost, burst, count, period, 0x11)
@@ -608,13 +690,13 @@ do
   nh, nl = hi + c, lo - c * 4294967296
 end
 
-local R1 = '<ddddddd'
+local R1 = '<dddddddd'
 if #KEYS == 1 then
   local k = KEYS[1]
   local state = redis.call('GET', k)
-  local ok, out, rem, retry, reset, ttl = decide(state, nh, nl, ARGV[2])
+  local ok, out, rem, retry, reset, ttl, delay = decide(state, nh, nl, ARGV[2])
   if ok == nil then return pack('<d', -1) end
-  if not ok then return pack(R1, 0, 0, 0, rem, retry, reset, ttl) end
+  if not ok then return pack(R1, 0, 0, 0, rem, retry, reset, ttl, 0) end
   local ch = 0
   if out ~= state then
     ch = 1
@@ -625,7 +707,7 @@ if #KEYS == 1 then
       redis.call('SET', k, out, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
     end
   end
-  return pack(R1, 1, 1, ch, rem, retry, reset, ttl)
+  return pack(R1, 1, 1, ch, rem, retry, reset, ttl, delay or 0)
 end
 
 local cur, last, changed = {}, {}, {}
@@ -638,7 +720,7 @@ for i = 1, #KEYS do
     s = redis.call('GET', k)
     cur[k] = s
   end
-  local ok, out, rem, retry, reset, ttl = decide(s, nh, nl, ARGV[i + 1])
+  local ok, out, rem, retry, reset, ttl, delay = decide(s, nh, nl, ARGV[i + 1])
   if ok == nil then return pack('<d', -1) end
   local ch = 0
   if ok then
@@ -648,7 +730,7 @@ for i = 1, #KEYS do
     allowed = false
   end
   last[k] = ttl
-  parts[i] = pack('<dddddd', ok and 1 or 0, ch, rem, retry, reset, ttl)
+  parts[i] = pack('<ddddddd', ok and 1 or 0, ch, rem, retry, reset, ttl, delay or 0)
 end
 if not allowed then return pack('<d', 0) .. table.concat(parts) end
 for k, _ in pairs(changed) do
