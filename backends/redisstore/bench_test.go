@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
@@ -36,6 +37,7 @@ func BenchmarkApply(b *testing.B) {
 		// a quota of 100 per second keeps it short (the benchmark calls are
 		// mostly denied once it is used up).
 		{"algo=slidinglog", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: slidinglog.New(), Limit: ratelimit.PerSecond(100), Cost: 1}}},
+		{"op=reserve/algo=gcra", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: gcra.New(), Limit: lim, Cost: 1, Op: ratelimit.OpReserve, MaxWait: time.Second}}},
 		{"path=generic/algo=gcra", []redisstore.Option{redisstore.WithoutNativeScripts(), redisstore.WithCASAttempts(1000)},
 			[]ratelimit.Check{{Namespace: "g", Key: "hot", Algorithm: gcra.New(), Limit: lim, Cost: 1}}},
 		{"composite=3/algo=gcra", nil, []ratelimit.Check{
