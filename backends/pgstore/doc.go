@@ -83,16 +83,18 @@
 // connection the pool opens to replace a broken one prepares again. If the
 // server has lost them (DISCARD ALL, DEALLOCATE) or must plan them again
 // for a changed table, the transaction rolls back and is retried after
-// preparing again. Parameters and the locked row travel in binary. The
-// same statements sent one at a time are 6 round trips for one key
-// (BenchmarkApply compares both). Reset and each sweep batch are 1 round
-// trip. A row swept between seeding and locking (possible only for an
+// preparing again. Keys, states, times and the locked row travel in
+// binary. The same statements sent one at a time are 6 round trips for
+// one key (BenchmarkApply compares both). Reset and each sweep batch are 1
+// round trip. A row swept between seeding and locking (possible only for an
 // expired row), a serialization failure (40001) or a deadlock (40P01)
 // rolls the transaction back; it is retried, up to 3 attempts in all,
 // within the same deadline.
 //
-// A hot key is serialized by its row lock, held across the commit's WAL
-// flush: expect on the order of 1–3 thousand decisions per second on one
+// A hot key is serialized by its row lock, held from the lock statement to
+// the end of COMMIT: one network round trip plus the commit's WAL flush
+// (a transaction that sends each statement on its own holds it for at
+// least one round trip more): expect on the order of 1–3 thousand decisions per second on one
 // key, more across many keys. Waiters queue on the lock, bounded by
 // lock_timeout; WithMaxLockWait caps that wait below the deadline so that
 // a queue behind a hot key fails fast instead of holding connections.

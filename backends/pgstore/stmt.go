@@ -85,10 +85,10 @@ func newStatements(q queries) statements {
 const customDataKey = "github.com/sluicehq/sluice/backends/pgstore"
 
 // stmtCache maps a statement set's key to its descriptions on one
-// connection, or to nil when the connection sends it unnamed. It lives in the connection's CustomData, so it dies with the
-// connection: a connection the pool opens to replace a broken one starts
-// empty and prepares again. Only the goroutine that holds the connection
-// uses it.
+// connection, or to nil when the connection sends the set unnamed. It
+// lives in the connection's CustomData, so it dies with the connection: a
+// connection the pool opens to replace a broken one starts empty and
+// prepares again. Only the goroutine that holds the connection uses it.
 type stmtCache map[string]*[numStmts]*pgconn.StatementDescription
 
 // connStatements returns the descriptions of s's statements on conn,
