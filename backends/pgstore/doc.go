@@ -94,10 +94,11 @@
 // A hot key is serialized by its row lock, held from the lock statement to
 // the end of COMMIT: one network round trip plus the commit's WAL flush
 // (a transaction that sends each statement on its own holds it for at
-// least one round trip more): expect on the order of 1–3 thousand decisions per second on one
-// key, more across many keys. Waiters queue on the lock, bounded by
-// lock_timeout; WithMaxLockWait caps that wait below the deadline so that
-// a queue behind a hot key fails fast instead of holding connections.
+// least one round trip more): expect on the order of 1–3 thousand
+// decisions per second on one key, more across many keys. Waiters queue on
+// the lock, bounded by lock_timeout; WithMaxLockWait caps that wait below
+// the deadline so that a queue behind a hot key fails fast instead of
+// holding connections.
 //
 // # Timeouts that cannot betray the caller
 //
