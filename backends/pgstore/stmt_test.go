@@ -1,8 +1,10 @@
 package pgstore
 
 import (
+	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,5 +182,53 @@ func TestUnnamedStatements(t *testing.T) {
 	}
 	if n != 0 {
 		t.Errorf("%d named statements prepared, want 0", n)
+	}
+}
+
+// TestSeedDoesNotWaitBehindWriter checks that a decision on a key whose
+// row exists queues on the row lock, and not in the seed: an INSERT … ON
+// CONFLICT DO NOTHING alone waits for any transaction that has updated the
+// row, and every such waiter wakes at its commit.
+func TestSeedDoesNotWaitBehindWriter(t *testing.T) {
+	s, pool := newStore(t)
+	key := randomName("writer-")
+	if _, err := s.Apply(t.Context(), take(key, 10, 1)); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = writer.Rollback(context.Background()) }()
+	if _, err := writer.Exec(t.Context(), "UPDATE "+s.Table()+" SET state = state WHERE key = $1", []byte(key)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Apply(ctx, take(key, 10, 1))
+		done <- err
+	}()
+	// Find the statement the decision waits in (bounded: 5s).
+	var waiting string
+	for deadline := time.Now().Add(5 * time.Second); waiting == "" && time.Now().Before(deadline); {
+		err := pool.QueryRow(t.Context(), "SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock' "+
+			"AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()", s.Table()).Scan(&waiting)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if waiting == "" {
+			time.Sleep(10 * time.Millisecond) // polling the server's view
+		}
+	}
+	if err := writer.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Apply after the writer committed: %v", err)
+	}
+	if !strings.HasPrefix(waiting, "SELECT algorithm") {
+		t.Errorf("the decision waited in %q, want the lock statement", waiting)
 	}
 }
