@@ -34,10 +34,10 @@
 //
 // The native script covers OpTake for the in-repo gcra, tokenbucket,
 // leakybucket, fixedwindow, slidingwindow and slidinglog algorithms, and
-// OpReserve and OpRefund for gcra, under limits whose Period and time to
-// refill Burst (Limit.FillTime) are at most 2^51 ns, about 26 days, which
-// includes per-second to per-day limits; contributed algorithms take the
-// generic path. Lua numbers are
+// OpReserve and OpRefund for gcra, tokenbucket and leakybucket, under
+// limits whose Period and time to refill Burst (Limit.FillTime) are at
+// most 2^51 ns, about 26 days, which includes per-second to per-day
+// limits; contributed algorithms take the generic path. Lua numbers are
 // doubles, exact only below 2^53, and Unix time in nanoseconds is near
 // 2^61, so the script keeps instants as two 32-bit halves, computes only
 // differences as numbers, and divides a product such as elapsed·Count
@@ -49,10 +49,10 @@
 // struct as well. Its decisions and stored states equal the Go algorithms'
 // bit for bit (the package's differential tests compare them at injected
 // instants). When it meets a state outside its exact range (one more than
-// 2^51 ns in the future, a bucket in debt or a window count above Burst
-// after a Charge, a log entry with a count or gap of 2^52 or more,
-// undecodable bytes) it writes nothing and the call is decided on the
-// generic path. A composite whose checks all qualify is
+// 2^51 ns in the future, a debt whose repayment takes longer, a window
+// count above Burst after a Charge, a log entry with a count or gap of
+// 2^52 or more, undecodable bytes) it writes nothing and the call is
+// decided on the generic path. A composite whose checks all qualify is
 // one script call too.
 //
 // Every other case takes the generic path, so any Algorithm, including a
@@ -63,7 +63,8 @@
 // again after a short random backoff, up to WithCASAttempts times (then
 // ErrContention). A decision that writes nothing (a denial, a peek) needs
 // only the first round trip. OpCharge, and OpReserve and OpRefund of
-// algorithms other than gcra, always take this path.
+// algorithms other than gcra, tokenbucket and leakybucket, always take
+// this path.
 //
 // # Keys
 //

@@ -73,8 +73,8 @@ func nativeAlg(alg ratelimit.Algorithm) int {
 
 // nativeCovers reports whether native.lua can apply every check exactly:
 // an OpTake of an algorithm with a Lua program, or an OpReserve or
-// OpRefund of gcra, under a limit whose Period and FillTime are at most
-// 2^51 ns (about 26 days).
+// OpRefund of gcra, tokenbucket or leakybucket, under a limit whose Period
+// and FillTime are at most 2^51 ns (about 26 days).
 func nativeCovers(checks []ratelimit.Check) bool {
 	for i := range checks {
 		c := &checks[i]
@@ -83,7 +83,8 @@ func nativeCovers(checks []ratelimit.Check) bool {
 		case code == codeNone:
 			return false
 		case c.Op == ratelimit.OpTake:
-		case (c.Op == ratelimit.OpReserve || c.Op == ratelimit.OpRefund) && code == codeGCRA:
+		case (c.Op == ratelimit.OpReserve || c.Op == ratelimit.OpRefund) &&
+			(code == codeGCRA || code == codeTokenBucket || code == codeLeakyBucket):
 		default:
 			return false
 		}
@@ -265,7 +266,8 @@ const (
 func buildArg(k argsKey) any {
 	l := k.lim
 	var p [8]int64
-	if k.code == codeGCRA {
+	switch k.code {
+	case codeGCRA:
 		p[0], p[1] = units(l.Burst, l)
 		switch {
 		case k.op == ratelimit.OpRefund:
@@ -279,6 +281,9 @@ func buildArg(k argsKey) any {
 			dq, dr = debtCap, 0
 		}
 		p[6], p[7] = dq, dr
+	case codeTokenBucket, codeLeakyBucket:
+		// the deepest debt, at most 2^50 units: exact in a double
+		p[6] = ratelimit.MaxDebt(l)
 	}
 	b := make([]byte, 0, 8*(nativeStride+2))
 	b = appendDoubles(b, int64(k.code), k.cost, l.Burst, l.Count, int64(l.Period))

@@ -1,8 +1,9 @@
 -- native.lua: the native path. Applies one or several takes of the
 -- in-repo algorithms gcra, tokenbucket, leakybucket (as a meter),
--- fixedwindow, slidingwindow and slidinglog, and gcra reservations and
--- refunds, atomically, all or nothing, reproducing their Go Decide,
--- Reserve and Refund bit for bit with integer arithmetic.
+-- fixedwindow, slidingwindow and slidinglog, and reservations and refunds
+-- of gcra, tokenbucket and leakybucket, atomically, all or nothing,
+-- reproducing their Go Decide, Reserve and Refund bit for bit with integer
+-- arithmetic.
 --
 -- Lua numbers are doubles: integers are exact below 2^53. The store sends
 -- a check here only when Period and the time to refill Burst are at most
@@ -28,10 +29,12 @@
 --   tokenbucket, 3 leakybucket, 4 fixedwindow, 5 slidingwindow, 6
 --   slidinglog), cost, burst, count,
 --   period, then for gcra the spans (q + r/count ns) tau, units(cost),
---   units(1) and debt as q, r pairs; for the others, zeros. A gcra
---   reservation (op 1) or refund (op 2) appends two doubles: the op and
---   MaxWait in ns; a refund's units(cost) is units(min(cost, Burst +
---   MaxDebt)), capped at 2^52.
+--   units(1) and debt as q, r pairs; for tokenbucket and leakybucket,
+--   zeros but MaxDebt in the seventh; for the others, zeros. A
+--   reservation (op 1) or refund (op 2) of gcra, tokenbucket or
+--   leakybucket appends two doubles: the op and MaxWait in ns; a gcra
+--   refund's units(cost) is units(min(cost, Burst + MaxDebt)), capped at
+--   2^52.
 -- Returns little-endian doubles packed in one string (cheaper to build
 -- and to parse than an array of integers): status, then per check
 -- allowed, changed, remaining, retry_after (-1 for never), reset_after,
@@ -294,7 +297,7 @@ if useT + useL > 0 then
   -- bucket whose tokens are the free room, Burst - W for W units of water,
   -- with the same fraction, instant and outcomes; only the stored count and
   -- the tag differ.
-  tokenbucket = function(state, nh, nl, cost, burst, count, period, stag)
+  tokenbucket = function(state, nh, nl, cost, burst, count, period, stag, md, op, maxwait)
     local n, f, th, tl, skew = burst, 0, nh, nl, 0
     if state then
       if #state ~= 25 then return nil end
@@ -318,7 +321,12 @@ if useT + useL > 0 then
       -- either way (period <= 2^51, burst <= 2^40).
       f = sf
       if f < 0 or f >= period then f = 0 end
-      if sn < 0 then return nil end -- debt: generic path
+      -- debt deeper than MaxDebt (md) is MaxDebt, as arith.Settle clamps it
+      if sn < -md then sn, f = -md, 0 end
+      -- over 2^52 ns refill a bucket holding 0 or more (FillTime <=
+      -- 2^51), but not one in debt, whose repayment may take up to
+      -- MaxWindowSpan (about 2^61.5 ns): generic path
+      if d == nil and sn < 0 then return nil end
       if sn >= burst or d == nil then
         n, f = burst, 0
       else
@@ -330,6 +338,52 @@ if useT + useL > 0 then
         end
       end
       th, tl = nh, nl
+    end
+    if op == 2 or (op == 1 and cost > 0 and cost <= burst) then
+      -- Reserve (op 1) and Refund (op 2) of algorithms/tokenbucket and
+      -- algorithms/leakybucket: a reservation may take the level down to
+      -- -md, delayed until cost units are there (a token bucket) or until
+      -- the bucket has drained (a leaky bucket: x = burst); a refund gives
+      -- back at most what makes the bucket full.
+      local m, commit, delay = n, true, 0
+      if op == 2 then
+        if cost == 0 or n >= burst then
+          commit = false
+        else
+          m = n + math.min(cost, burst - n)
+        end
+      else
+        local x = cost
+        if stag == 0x31 then x = burst end
+        delay = tbwait(x, n, period, count, f, skew)
+        if delay == nil then return nil end
+        if delay > maxwait or n - cost < -md then
+          commit = false
+        else
+          m = n - cost
+        end
+      end
+      local out = state
+      if commit then
+        out = false
+        if m < burst then
+          local v = m
+          if stag == 0x31 then v = burst - m end
+          out = pack('>Bi8i8i4I4', stag, v, f, th, tl)
+        end
+      end
+      local reset = 0
+      if m < burst then
+        reset = tbwait(burst, m, period, count, f, skew)
+        if reset == nil then return nil end
+      end
+      local rem = m
+      if rem < 0 then rem = 0 end
+      if commit then return true, out, rem, 0, reset, reset, delay end
+      local ttl = reset
+      if not state then ttl = 0 end
+      if op == 2 then return true, state, rem, 0, reset, ttl, 0 end
+      return false, state, rem, delay, reset, ttl, 0
     end
     local allowed = cost > 0 and cost <= burst and n >= cost
     local level, out = n, state
@@ -657,16 +711,16 @@ end
 
 local function decide(state, nh, nl, arg)
   local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack('<ddddddddddddd', arg)
+  -- a reservation or a refund appends the op (1 or 2) and MaxWait
+  local op, maxwait = 0, 0
+  if #arg > 104 then op, maxwait = unpack('<dd', arg, 105) end
   if alg == 1 then
-    -- a reservation or a refund appends the op (1 or 2) and MaxWait
-    local op, maxwait = 0, 0
-    if #arg > 104 then op, maxwait = unpack('<dd', arg, 105) end
     return gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, op, maxwait)
   end
   if alg == 2 then
-    return tokenbucket(state, nh, nl, cost, burst, count, period, 0x11)
+    return tokenbucket(state, nh, nl, cost, burst, count, period, 0x11, dq, op, maxwait)
   elseif alg == 3 then
-    return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31)
+    return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31, dq, op, maxwait)
   elseif alg == 4 then
     return fixedwindow(state, nh, nl, cost, burst, period)
   elseif alg == 5 then
