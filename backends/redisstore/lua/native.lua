@@ -104,7 +104,7 @@ end
 -- created (each closure is a measurable share of a short script's cost).
 local margin, sec, ns, useG, useT, useL, useF, useS, useLog = unpack('<ddddddddd', ARGV[1])
 
-local gcra, gcraReserve
+local gcra
 if useG == 1 then
   -- gcra mirrors algorithms/gcra Decide. Spans are q + r/count ns with
   -- 0 <= r < count. Returns nil to fall back, or allowed, new state,
@@ -153,7 +153,75 @@ if useG == 1 then
       end
     end
     if op == 2 or (op == 1 and cost > 0 and cost <= burst) then
-      return gcraReserve(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, dq, dr, op, maxwait, aq, ar)
+      -- Reserve (op 1, for 0 < cost <= burst) and Refund (op 2) of
+      -- algorithms/gcra on the settled refill a = (aq, ar), written here
+      -- so that a take creates no closure for them. For a refund, (uq, ur)
+      -- is units(min(amount, Burst + MaxDebt)), capped at 2^52 (more
+      -- fills any bucket the script decides). The returns are a take's
+      -- and the delay.
+      -- outcome returns remaining = floor(a*count/period) (0 in debt, at
+      -- most burst) and reset = ceil(tau - a) for a = (q, r).
+      local function outcome(q, r)
+        local rq, rr = tq - q, tr - r
+        if rr < 0 then rr = rr + count; rq = rq - 1 end
+        local reset = 0
+        if rq >= 0 then
+          reset = rq
+          if rr > 0 then reset = rq + 1 end
+        end
+        local rem = 0
+        if q >= 0 then
+          rem = muldiv(q, count, r, period)
+          if rem == nil or rem > burst then rem = burst end
+        end
+        return rem, reset
+      end
+      local nq, nr, delay, commit = aq, ar, 0, true
+      if op == 2 then
+        -- a refund of 0 or into a full bucket changes nothing
+        if cost == 0 or not (aq < tq or (aq == tq and ar < tr)) then
+          commit = false
+        else
+          nq, nr = aq + uq, ar + ur
+          if nr >= count then nr = nr - count; nq = nq + 1 end
+          if tq < nq or (tq == nq and tr < nr) then nq, nr = tq, tr end
+        end
+      else
+        -- delay = ceil(units(cost) - a), next = a - units(cost), which must
+        -- stay at or above -debt
+        local q, r = uq - aq, ur - ar
+        if r < 0 then r = r + count; q = q - 1 end
+        if q >= 0 then
+          delay = q
+          if r > 0 then delay = q + 1 end
+        end
+        nq, nr = aq - uq, ar - ur
+        if nr < 0 then nr = nr + count; nq = nq - 1 end
+        local lq, lr = -dq, -dr
+        if lr < 0 then lr = lr + count; lq = lq - 1 end
+        if delay > maxwait or nq < lq or (nq == lq and nr < lr) then commit = false end
+      end
+      if not commit then
+        local rem, reset = outcome(aq, ar)
+        local ttl = reset
+        if not state then ttl = 0 end
+        if op == 2 then return true, state, rem, 0, reset, ttl, 0 end
+        return false, state, rem, delay, reset, ttl, 0
+      end
+      local out = false -- a full bucket is the empty state
+      if nq < tq or (nq == tq and nr < tr) then
+        -- S' = now - next, kept as s + f/count
+        local q, f = nq, 0
+        if nr > 0 then q = q + 1; f = count - nr end
+        local qh = floor(q / 4294967296)
+        local sh, sl = nh - qh, nl - (q - qh * 4294967296)
+        if sl < 0 then sl = sl + 4294967296; sh = sh - 1 end
+        if sl >= 4294967296 then sl = sl - 4294967296; sh = sh + 1 end
+        if sh < 0 or sh >= 2147483648 then return nil end
+        out = pack('>Bi4I4i8', 0x21, sh, sl, f)
+      end
+      local rem, reset = outcome(nq, nr)
+      return true, out, rem, 0, reset, reset, delay
     end
     local wq, wr -- the span to wait for: units(cost), or units(1) to peek
     if cost == 0 then
@@ -209,76 +277,6 @@ if useG == 1 then
     return allowed, out, rem, wq, reset, ttl
   end
 
-  -- gcraReserve mirrors algorithms/gcra Reserve (op 1, for 0 < cost <=
-  -- burst) and Refund (op 2) on the settled refill a = (aq, ar). For a
-  -- refund, (uq, ur) is units(min(amount, Burst + MaxDebt)), capped at
-  -- 2^52 (more fills any bucket the script decides). Returns nil to fall
-  -- back, or the values of gcra and the delay.
-  gcraReserve = function(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, dq, dr, op, maxwait, aq, ar)
-    -- outcome returns remaining = floor(a*count/period) (0 in debt, at
-    -- most burst) and reset = ceil(tau - a) for a = (q, r).
-    local function outcome(q, r)
-      local rq, rr = tq - q, tr - r
-      if rr < 0 then rr = rr + count; rq = rq - 1 end
-      local reset = 0
-      if rq >= 0 then
-        reset = rq
-        if rr > 0 then reset = rq + 1 end
-      end
-      local rem = 0
-      if q >= 0 then
-        rem = muldiv(q, count, r, period)
-        if rem == nil or rem > burst then rem = burst end
-      end
-      return rem, reset
-    end
-    local nq, nr, delay, commit = aq, ar, 0, true
-    if op == 2 then
-      -- a refund of 0 or into a full bucket changes nothing
-      if cost == 0 or not (aq < tq or (aq == tq and ar < tr)) then
-        commit = false
-      else
-        nq, nr = aq + uq, ar + ur
-        if nr >= count then nr = nr - count; nq = nq + 1 end
-        if tq < nq or (tq == nq and tr < nr) then nq, nr = tq, tr end
-      end
-    else
-      -- delay = ceil(units(cost) - a), next = a - units(cost), which must
-      -- stay at or above -debt
-      local q, r = uq - aq, ur - ar
-      if r < 0 then r = r + count; q = q - 1 end
-      if q >= 0 then
-        delay = q
-        if r > 0 then delay = q + 1 end
-      end
-      nq, nr = aq - uq, ar - ur
-      if nr < 0 then nr = nr + count; nq = nq - 1 end
-      local lq, lr = -dq, -dr
-      if lr < 0 then lr = lr + count; lq = lq - 1 end
-      if delay > maxwait or nq < lq or (nq == lq and nr < lr) then commit = false end
-    end
-    if not commit then
-      local rem, reset = outcome(aq, ar)
-      local ttl = reset
-      if not state then ttl = 0 end
-      if op == 2 then return true, state, rem, 0, reset, ttl, 0 end
-      return false, state, rem, delay, reset, ttl, 0
-    end
-    local out = false -- a full bucket is the empty state
-    if nq < tq or (nq == tq and nr < tr) then
-      -- S' = now - next, kept as s + f/count
-      local q, f = nq, 0
-      if nr > 0 then q = q + 1; f = count - nr end
-      local qh = floor(q / 4294967296)
-      local sh, sl = nh - qh, nl - (q - qh * 4294967296)
-      if sl < 0 then sl = sl + 4294967296; sh = sh - 1 end
-      if sl >= 4294967296 then sl = sl - 4294967296; sh = sh + 1 end
-      if sh < 0 or sh >= 2147483648 then return nil end
-      out = pack('>Bi4I4i8', 0x21, sh, sl, f)
-    end
-    local rem, reset = outcome(nq, nr)
-    return true, out, rem, 0, reset, reset, delay
-  end
 end
 
 local tbwait, tokenbucket
