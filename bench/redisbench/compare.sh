@@ -10,6 +10,8 @@
 #                     the same script (target >= 0.85)
 #   tb/plain          the same against the plain token-bucket script
 #
+# redisbench/luacost.sh measures the scripts' Lua cost alone.
+#
 # Usage, from the bench directory, on a machine doing nothing else:
 #   redisbench/compare.sh [-p port] [-d seconds per run] [-k rounds] [-n ceiling requests] [-o file]
 # Defaults: -p 6390 -d 10 -k 3 -n 200000 -o redis-compare.txt (the raw
