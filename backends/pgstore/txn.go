@@ -82,11 +82,13 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 // when the caller's context still allows it. When it does not, or the
 // rollback fails, the pool destroys the connection (it never reuses one
 // whose transaction status is not idle) and the server rolls back when the
-// session ends, so the error is deliberately not reported.
+// session ends, so the error is deliberately not reported. ROLLBACK goes
+// by the simple query protocol: one round trip, nothing to prepare, and no
+// dependence on statements the server may have discarded.
 func (s *Store) release(ctx context.Context, conn *pgxpool.Conn) {
 	pc := conn.Conn().PgConn()
 	if !pc.IsClosed() && pc.TxStatus() != 'I' && ctx.Err() == nil {
-		_, _ = conn.Exec(ctx, "ROLLBACK")
+		_, _ = pc.Exec(ctx, "ROLLBACK").ReadAll()
 	}
 	conn.Release()
 }
