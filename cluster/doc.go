@@ -111,7 +111,9 @@
 // implemented. The same bound holds for every window of T = 1 s.
 // Because debt is charged, an excess is repaid: over long runs A stays
 // within (N−1)·r·Δ + N of B + r·T from above and, while demand exceeds r,
-// from below. Example: N = 5, S = 25 ms, d ≤ 25 ms, r = 100/s, B = 100:
+// from below. A key that sits idle until every view has refilled forgives
+// the debt instead (the views stop at B), so an excess admitted before
+// such a pause is not repaid. Example: N = 5, S = 25 ms, d ≤ 25 ms, r = 100/s, B = 100:
 // the sustained excess is at most 4·100·0.05 + 5 = 25 units, 2.3% of the
 // 1100 ideal over 10 s. Measured in this package's tests (loopback, two
 // shared cores): within ±2% over 10 s and ±0.35% over 60 s for uniform
@@ -131,8 +133,11 @@
 //   - a process stopped (SIGSTOP, a long GC or VM pause) past failure
 //     detection: held like a crash while away; when it resumes, its stale
 //     view may admit up to B + r·Δ before the others' counters reach it;
-//   - partition into p sides: at most (p−1)·r·F over until every node
-//     has detected the cut, none after; after the heal each node is
+//   - partition into p sides: at most (p−1)·r·F over, the extra refill
+//     the views gathered until every node had detected the cut (a view
+//     that detected late may spend its extra after F), none added after;
+//     over the cut a side admits between r·|side|/N_ref per second and
+//     that plus (1 − |side|/N_ref)·r·F. After the heal each node is
 //     charged the other sides' real use beyond their estimated share, so
 //     that excess is repaid within about F (while demand exceeds r). With
 //     FailedHold = 0 (AP mode) every side admits the full rate:

@@ -91,19 +91,31 @@ func faultCases(size int) []*driftCase {
 				return uniform(i, size, at)
 			},
 			check: func(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d time.Duration) {
-				s := syncInterval(cl.snapshot())
+				nodes := cl.snapshot()
+				s := syncInterval(nodes)
 				e := envelopeExcess(c.size, s)
 				// The ideal: B + r·1 s before the pause, then the bucket
 				// refills to B during it and serves B + r·(T − 3 s).
 				ideal := driftBurst + driftRate + driftBurst + int64(driftRate*(d-3*time.Second).Seconds())
+				// The package doc bounds the excess of a synchronized burst
+				// on an idle key by (N−1)·r·Δ + N with the real S (b⁺ = 0
+				// under the startup allowance); 5% covers it at the
+				// configured S. When a starved machine stretched S, the
+				// total may exceed 5% by the growth of that term.
+				stretch := max(0, e-envelopeExcess(c.size, nodes[0].cfg.SyncInterval))
 				got := sum(res.perNode)
-				t.Logf("DRIFT %-16s N=%d T=%s A=%d ideal=%d drift=%+.2f%% maxWindow=%d cap=%d perNode=%v",
-					c.name, c.size, d, got, ideal, 100*float64(got-ideal)/float64(ideal), res.maxWindow(), driftBurst+driftRate+e, res.perNode)
+				all := []int{}
+				for i := range c.size {
+					all = append(all, i)
+				}
+				t.Logf("DRIFT %-16s N=%d T=%s A=%d ideal=%d drift=%+.2f%% maxWindow=%d cap=%d perNode=%v first1s=%d S=%s",
+					c.name, c.size, d, got, ideal, 100*float64(got-ideal)/float64(ideal), res.maxWindow(), driftBurst+driftRate+e, res.perNode,
+					res.between(all, 0, time.Second), s)
 				if w := res.maxWindow(); w > driftBurst+driftRate+e {
 					t.Errorf("a 1 s window admitted %d, over the documented %d", w, driftBurst+driftRate+e)
 				}
-				if got > ideal+ideal/20 || got < ideal-ideal/20 {
-					t.Errorf("admitted %d, want %d ± 5%%", got, ideal)
+				if got > ideal+ideal/20+stretch || got < ideal-ideal/20 {
+					t.Errorf("admitted %d, want %d −5%%/+5%%+%d (S = %s)", got, ideal, stretch, s)
 				}
 			},
 		},
