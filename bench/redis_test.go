@@ -44,12 +44,13 @@ type redisImpl struct {
 	make func(b *testing.B, c *redis.Client) taker
 }
 
-func sluiceRedis(alg ratelimit.Algorithm) func(*testing.B, *redis.Client) taker {
+func sluiceRedis(alg ratelimit.Algorithm, opts ...redisstore.Option) func(*testing.B, *redis.Client) taker {
 	return func(b *testing.B, c *redis.Client) taker {
-		s, err := redisstore.New(c)
+		s, err := redisstore.New(c, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
+		b.Cleanup(func() { _ = s.Close() })
 		lim, err := ratelimit.New(ratelimit.Rule{Name: "b", Algorithm: alg, Limit: redisOpen}, ratelimit.WithStore(s))
 		if err != nil {
 			b.Fatal(err)
@@ -77,9 +78,13 @@ func redisRate(b *testing.B, c *redis.Client) taker {
 	}
 }
 
+// redisImpls are the implementations BenchmarkRedis compares; the "-ap"
+// ones send through go-redis's autopipeliner (redisstore.WithAutoPipeline).
 var redisImpls = []redisImpl{
 	{"sluice-gcra", sluiceRedis(gcra.New())},
 	{"sluice-tokenbucket", sluiceRedis(tokenbucket.New())},
+	{"sluice-gcra-ap", sluiceRedis(gcra.New(), redisstore.WithAutoPipeline(nil))},
+	{"sluice-tokenbucket-ap", sluiceRedis(tokenbucket.New(), redisstore.WithAutoPipeline(nil))},
 	{"redis_rate", redisRate},
 }
 

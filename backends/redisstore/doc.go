@@ -15,12 +15,29 @@
 //	if err != nil { … }
 //
 // New accepts anything with go-redis's Process method: *redis.Client,
-// *redis.ClusterClient, *redis.Ring or a redis.UniversalClient. It refuses
-// (ratelimit.ErrInvalidOption) a client whose options leave
-// ContextTimeoutEnabled false, because go-redis then ignores context
-// deadlines on the socket and a call can outlast its deadline by the read
-// timeout; WithoutClientCheck overrides the refusal. The store never closes
-// the client.
+// *redis.ClusterClient, *redis.Ring, an asynchronous *redis.AutoPipeliner
+// or a redis.UniversalClient. It refuses (ratelimit.ErrInvalidOption) a
+// client whose options leave ContextTimeoutEnabled false, because go-redis
+// then ignores context deadlines on the socket and a call can outlast its
+// deadline by the read timeout, and for the same reason a blocking
+// AutoPipeliner; WithoutClientCheck overrides the refusal. The store never
+// closes the client.
+//
+// # Autopipelining
+//
+// WithAutoPipeline sends the scripts through go-redis's asynchronous
+// autopipeliner, which writes the scripts of concurrent calls as one
+// pipeline and reads their replies together: fewer round trips and system
+// calls per decision when many goroutines call at once, and no change for
+// a lone caller. Each call still runs its script at most once (go-redis
+// never replays a pipeline holding a no-retry command) and its outcome is
+// the same. It is an option, not the default, because the autopipeliner
+// sends a queued command on its own context: the store stops waiting when
+// the call's context ends and reports ratelimit.ErrUnknownOutcome, but the
+// script may still run afterwards, up to the client's ReadTimeout later;
+// with a plain client a call that never got a connection reports
+// ratelimit.ErrUnavailable and runs nothing. Keep ReadTimeout short on a
+// client used this way. go-redis marks the autopipeliner experimental.
 //
 // # One script per decision
 //
@@ -73,21 +90,37 @@
 // plus WithTTLMargin; a state whose TTL is 0 is deleted. By the Algorithm
 // contract, expiry at the TTL changes nothing. The key is
 //
-//	prefix "{" tag "}" uvarint(len(namespace)) namespace key
+//	prefix uvarint(len(namespace)) namespace key               on one server
+//	prefix "{" tag "}" uvarint(len(namespace)) namespace key   otherwise
 //
-// where prefix is WithPrefix (default "sluice:", no braces allowed) and tag
-// is 3 base64url characters carrying 18 bits of a hash of the check's tag
-// source (see TagFunc). Namespace and key are opaque bytes: CR,
-// LF, NUL, braces, quotes and invalid UTF-8 are data, and the length prefix
-// keeps ("a:b", "c") and ("a", "b:c") apart. Keys longer than
-// ratelimit.MaxKeyLen are refused with ratelimit.ErrInvalidKey.
+// where prefix is WithPrefix (default "rl:", no braces allowed) and tag is
+// 3 base64url characters carrying 18 bits of a hash of the check's tag
+// source (see TagFunc). The tag only matters where keys are spread over
+// servers, so a store on a *redis.Client (directly or through
+// WithAutoPipeline) leaves it out; a store on a *redis.ClusterClient, a
+// *redis.Ring or a client it cannot identify (an AutoPipeliner passed to
+// New, a wrapper) writes it. WithHashTag forces the tag on every client and
+// WithoutHashTag leaves it out on an unidentified one. Namespace and key
+// are opaque bytes: CR, LF, NUL, braces, quotes and invalid UTF-8 are data,
+// and the length prefix keeps ("a:b", "c") and ("a", "b:c") apart. Keys
+// longer than ratelimit.MaxKeyLen are refused with ratelimit.ErrInvalidKey.
 //
 // With the default prefix, a namespace (rule name) of n bytes and a key of
-// k bytes make a Redis key of 13+n+k bytes (n < 128). Redis 7 allocates a
-// key of up to 30 bytes in 32 bytes and one of 31 to 44 bytes in 48, so a
-// short prefix and short rule names save memory on every key. The layout
-// is stable: processes that share a Redis share limits only while they
-// compute the same keys, so a change to it is a breaking change.
+// k bytes make a Redis key of 4+n+k bytes on one server and 9+n+k bytes
+// with a tag (n < 128): with a one-byte rule name, as long as
+// go-redis/redis_rate's "rate:" + key. Redis 7 allocates a key of up to 30
+// bytes in 32 bytes and one of 31 to 44 bytes in 48, so a short prefix and
+// short rule names save memory on every key.
+//
+// The layout is part of the stored state: processes that share a Redis
+// share limits only while they compute the same keys. Changing the prefix,
+// the tag function, or the kind of client (a *redis.Client to a
+// ClusterClient, or a *redis.Client to an AutoPipeliner passed to New,
+// which adds the tag) changes every key, so every limit starts again from
+// a full burst, as after a Reset; the old keys expire by their TTL. Pin the
+// layout with WithHashTag (or WithoutHashTag) when a deployment may change
+// client kinds. A change to the layout in this package is a breaking
+// change.
 //
 // # Redis Cluster and Ring
 //
@@ -102,7 +135,8 @@
 // composite must have the same tag source. A global rule cannot share a
 // slot with per-user keys; apply it in a separate call, or give every key
 // of the composite one tag with WithHashTag (then they all live on one
-// node). A standalone *redis.Client accepts any composite.
+// node). A standalone *redis.Client (or a store with WithoutHashTag)
+// accepts any composite.
 //
 // # Errors
 //
@@ -117,8 +151,9 @@
 //     scripts read and decide before their first write, and Redis refuses
 //     an out-of-memory write only when it is a script's first;
 //   - ErrUnknownOutcome: the request was written but no reply was read (a
-//     deadline or read timeout after sending, a reset connection, EOF); the
-//     script may have run once. It never runs twice: the store marks its
+//     deadline or read timeout after sending, a reset connection, EOF), or,
+//     under WithAutoPipeline, the call's context ended while the request was
+//     queued or in flight; the script may have run once. It never runs twice: the store marks its
 //     commands no-retry, so go-redis resends them under no MaxRetries or
 //     MaxRedirects setting (MOVED and ASK redirections, which mean the
 //     script did not run, still happen);
@@ -138,7 +173,7 @@
 // TIME (plus HELLO and PING for go-redis's handshake) is enough, for
 // example
 //
-//	ACL SETUSER limiter on >secret resetkeys ~sluice:* resetchannels -@all +evalsha +eval +get +set +del +time +ping +hello
+//	ACL SETUSER limiter on >secret resetkeys ~rl:* resetchannels -@all +evalsha +eval +get +set +del +time +ping +hello
 //
 // WithTestClock replaces the server's TIME with an injected clock. It
 // exists for tests only.

@@ -23,7 +23,8 @@ var ErrContention = fmt.Errorf("%w: redisstore: compare-and-set contention", rat
 // one call is one attempt and the class follows from where it failed:
 //
 //   - nothing was written to the socket: a dial error, a pool timeout, a
-//     closed client, a context that ended while waiting for a connection,
+//     closed client, a full or stuck autopipeliner queue, a context that
+//     ended while waiting for a connection,
 //     or a failed write (Redis executes a command only once it has read all
 //     of it, and a write error means its last bytes never left) →
 //     ErrUnavailable;
@@ -64,7 +65,10 @@ func classify(err error) error {
 		return fmt.Errorf("%w: redisstore: redis refused the script: %w", ratelimit.ErrUnavailable, err)
 	}
 	switch {
-	case errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, redis.ErrClosed):
+	case errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, redis.ErrClosed),
+		errors.Is(err, redis.ErrAutoPipelineQueueFull), errors.Is(err, redis.ErrAutoPipelineTimeout):
+		// The last two: an autopipeliner refused the command, or gave up
+		// waiting for a batch slot, before writing it.
 		return fmt.Errorf("%w: redisstore: %w", ratelimit.ErrUnavailable, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		// go-redis returns a bare context error only before writing (while

@@ -219,99 +219,200 @@ func (p *dropProxy) accept() {
 // because the store's commands are never retried.
 func TestLostReplyNoDoubleSpend(t *testing.T) {
 	srv := startServer(t)
-	for _, alg := range faultAlgorithms() {
-		t.Run("algo="+alg.Name(), func(t *testing.T) {
-			proxy := newDropProxy(t, srv.addr())
-			prefix := randomPrefix(t)
-			viaProxy := newClient(t, proxy.addr(), func(o *redis.Options) { o.MaxRetries = 0 })
-			st, err := redisstore.New(viaProxy, redisstore.WithPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
-			direct, err := redisstore.New(newClient(t, srv.addr()), redisstore.WithPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
-			check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: alg, Limit: ratelimit.PerHour(10), Cost: 1}
-			if o, err := st.Apply(t.Context(), check); err != nil || o.Remaining != 9 {
-				t.Fatalf("warm-up: %+v %v", o, err)
-			}
-			proxy.armed.Store(true)
-			_, err = st.Apply(t.Context(), check)
-			if !errors.Is(err, ratelimit.ErrUnknownOutcome) {
-				t.Fatalf("lost reply: %v, want ErrUnknownOutcome", err)
-			}
-			if proxy.drops.Load() != 1 {
-				t.Fatalf("%d replies dropped, want 1", proxy.drops.Load())
-			}
-			peek := check
-			peek.Cost = 0
-			o, err := direct.Apply(t.Context(), peek)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The generic path's reply lost may be the read's (nothing
-			// spent) or the CAS's (one spend); the native path's is the
-			// one script (one spend).
-			want := int64(8)
-			if o.Remaining != want && (alg.Name() != "test-window" || o.Remaining != 9) {
-				t.Fatalf("remaining %d after one lost reply, want %d: the script ran %d times", o.Remaining, want, 9-o.Remaining)
-			}
-			// The store goes on working through the proxy.
-			if _, err := st.Apply(t.Context(), check); err != nil {
-				t.Fatal(err)
-			}
-		})
+	for _, mode := range clientModes() {
+		for _, alg := range faultAlgorithms() {
+			t.Run("client="+mode.name+"/algo="+alg.Name(), func(t *testing.T) {
+				proxy := newDropProxy(t, srv.addr())
+				prefix := randomPrefix(t)
+				viaProxy := newClient(t, proxy.addr(), func(o *redis.Options) { o.MaxRetries = 0 })
+				st, err := redisstore.New(viaProxy, append(mode.opts, redisstore.WithPrefix(prefix))...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				direct, err := redisstore.New(newClient(t, srv.addr()), redisstore.WithPrefix(prefix))
+				if err != nil {
+					t.Fatal(err)
+				}
+				check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: alg, Limit: ratelimit.PerHour(10), Cost: 1}
+				if o, err := st.Apply(t.Context(), check); err != nil || o.Remaining != 9 {
+					t.Fatalf("warm-up: %+v %v", o, err)
+				}
+				proxy.armed.Store(true)
+				_, err = st.Apply(t.Context(), check)
+				if !errors.Is(err, ratelimit.ErrUnknownOutcome) {
+					t.Fatalf("lost reply: %v, want ErrUnknownOutcome", err)
+				}
+				if proxy.drops.Load() != 1 {
+					t.Fatalf("%d replies dropped, want 1", proxy.drops.Load())
+				}
+				peek := check
+				peek.Cost = 0
+				o, err := direct.Apply(t.Context(), peek)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The generic path's reply lost may be the read's (nothing
+				// spent) or the CAS's (one spend); the native path's is the
+				// one script (one spend).
+				want := int64(8)
+				if o.Remaining != want && (alg.Name() != "test-window" || o.Remaining != 9) {
+					t.Fatalf("remaining %d after one lost reply, want %d: the script ran %d times", o.Remaining, want, 9-o.Remaining)
+				}
+				// The store goes on working through the proxy.
+				if _, err := st.Apply(t.Context(), check); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// clientMode is a way of sending the store's commands: the client itself,
+// or go-redis's asynchronous autopipeliner on it (WithAutoPipeline).
+type clientMode struct {
+	name string
+	opts []redisstore.Option
+}
+
+func clientModes() []clientMode {
+	return []clientMode{
+		{"plain", nil},
+		{"autopipeline", []redisstore.Option{redisstore.WithAutoPipeline(nil)}},
 	}
 }
 
 // TestScriptFlushMidRun flushes the script cache repeatedly under load:
 // EVALSHA's NOSCRIPT falls back to EVAL, so no call fails.
 func TestScriptFlushMidRun(t *testing.T) {
+	for _, mode := range clientModes() {
+		t.Run("client="+mode.name, func(t *testing.T) {
+			srv := startServer(t)
+			c := newClient(t, srv.addr())
+			st, err := redisstore.New(c, append(mode.opts, redisstore.WithPrefix(randomPrefix(t)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var (
+				wg    sync.WaitGroup
+				calls atomic.Int64
+				errs  atomic.Int64
+				stop  atomic.Bool
+			)
+			for g := range 8 {
+				wg.Go(func() {
+					alg := faultAlgorithms()[g%3]
+					for i := 0; !stop.Load() && i < 100000; i++ {
+						checks := []ratelimit.Check{
+							{Namespace: alg.Name(), Key: "{a}1", Algorithm: alg, Limit: ratelimit.PerSecond(1000), Cost: 1},
+							{Namespace: alg.Name(), Key: "{a}2", Algorithm: alg, Limit: ratelimit.PerSecond(1000), Cost: 1},
+						}
+						var err error
+						if i%2 == 0 {
+							_, err = st.Apply(t.Context(), checks[0])
+						} else {
+							_, err = st.ApplyAll(t.Context(), checks, make([]ratelimit.Outcome, 2))
+						}
+						calls.Add(1)
+						if err != nil {
+							errs.Add(1)
+							t.Log(err)
+						}
+					}
+				})
+			}
+			for range 30 {
+				if err := c.ScriptFlush(t.Context()).Err(); err != nil {
+					t.Fatal(err)
+				}
+				n := calls.Load()
+				waitFor(t, func() bool { return calls.Load() > n+20 })
+			}
+			stop.Store(true)
+			wg.Wait()
+			if errs.Load() != 0 {
+				t.Fatalf("%d of %d calls failed across SCRIPT FLUSH", errs.Load(), calls.Load())
+			}
+			calls0, fallbacks := st.NativeCounts()
+			t.Logf("%d calls, %d native script calls (%d fell back)", calls.Load(), calls0, fallbacks)
+		})
+	}
+}
+
+// TestAutoPipelineStall stops redis-server with SIGSTOP under a store
+// sending through the autopipeliner: the autopipeliner sends on its own
+// context, so the store must end each wait itself. Every call returns at
+// its deadline with ErrUnknownOutcome (queued or sent, it may still run);
+// after SIGCONT the store works again, and the server never shows more
+// spends than successes plus unknown outcomes.
+func TestAutoPipelineStall(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr())
-	st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)))
+	c := newClient(t, srv.addr(), func(o *redis.Options) {
+		o.ReadTimeout = 500 * time.Millisecond
+		o.WriteTimeout = 500 * time.Millisecond
+	})
+	prefix := randomPrefix(t)
+	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithAutoPipeline(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		wg    sync.WaitGroup
-		calls atomic.Int64
-		errs  atomic.Int64
-		stop  atomic.Bool
+	check := ratelimit.Check{Namespace: "s", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(1000), Cost: 1}
+	if _, err := st.Apply(t.Context(), check); err != nil {
+		t.Fatal(err)
+	}
+	srv.signal(syscall.SIGSTOP)
+	defer srv.signal(syscall.SIGCONT)
+
+	const (
+		deadline = 150 * time.Millisecond
+		callers  = 8
 	)
-	for g := range 8 {
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	took := make([]time.Duration, callers)
+	for i := range callers {
 		wg.Go(func() {
-			alg := faultAlgorithms()[g%3]
-			for i := 0; !stop.Load() && i < 100000; i++ {
-				checks := []ratelimit.Check{
-					{Namespace: alg.Name(), Key: "{a}1", Algorithm: alg, Limit: ratelimit.PerSecond(1000), Cost: 1},
-					{Namespace: alg.Name(), Key: "{a}2", Algorithm: alg, Limit: ratelimit.PerSecond(1000), Cost: 1},
-				}
-				var err error
-				if i%2 == 0 {
-					_, err = st.Apply(t.Context(), checks[0])
-				} else {
-					_, err = st.ApplyAll(t.Context(), checks, make([]ratelimit.Outcome, 2))
-				}
-				calls.Add(1)
-				if err != nil {
-					errs.Add(1)
-					t.Log(err)
-				}
-			}
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			start := time.Now()
+			_, errs[i] = st.Apply(ctx, check)
+			took[i] = time.Since(start)
 		})
 	}
-	for range 30 {
-		if err := c.ScriptFlush(t.Context()).Err(); err != nil {
-			t.Fatal(err)
-		}
-		n := calls.Load()
-		waitFor(t, func() bool { return calls.Load() > n+20 })
-	}
-	stop.Store(true)
 	wg.Wait()
-	if errs.Load() != 0 {
-		t.Fatalf("%d of %d calls failed across SCRIPT FLUSH", errs.Load(), calls.Load())
+	unknown := 0
+	for i := range callers {
+		if !errors.Is(errs[i], ratelimit.ErrUnknownOutcome) || took[i] > deadline+100*time.Millisecond {
+			t.Errorf("call %d to a stalled server: %v after %s, want ErrUnknownOutcome within %s", i, errs[i], took[i], deadline)
+		}
+		if errors.Is(errs[i], ratelimit.ErrUnknownOutcome) {
+			unknown++
+		}
 	}
+	srv.signal(syscall.SIGCONT)
+	okCalls := 1 // the warm-up
+	waitFor(t, func() bool {
+		_, err := st.Apply(t.Context(), check)
+		if err == nil {
+			okCalls++
+		}
+		return err == nil
+	})
+	direct, err := redisstore.New(newClient(t, srv.addr()), redisstore.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peek := check
+	peek.Cost = 0
+	// Calls that gave up may still run once the server resumes: wait out
+	// the client's read timeout before counting.
+	time.Sleep(600 * time.Millisecond)
+	o, err := direct.Apply(t.Context(), peek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := int(1000 - o.Remaining)
+	if spent < okCalls || spent > okCalls+unknown {
+		t.Fatalf("server shows %d spends for %d successes and %d unknown outcomes", spent, okCalls, unknown)
+	}
+	t.Logf("%d successes, %d unknown outcomes, %d spends on the server (%d of the unknown ran)", okCalls, unknown, spent, spent-okCalls)
 }

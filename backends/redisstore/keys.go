@@ -59,17 +59,21 @@ func appendTag(dst []byte, src string) []byte {
 
 // redisKey returns the Redis key of (namespace, key):
 //
-//	prefix "{" tag "}" uvarint(len(namespace)) namespace key
+//	prefix "{" tag "}" uvarint(len(namespace)) namespace key   (tagged)
+//	prefix uvarint(len(namespace)) namespace key               (untagged)
 //
 // The prefix has no braces (New checks), the tag has none, the namespace
 // is length-prefixed and the key runs to the end, so the mapping is
 // injective: "a:b"+"c" and "a"+"b:c" never collide, and the slot of every
-// key is the slot of its tag.
+// tagged key is the slot of its tag. Untagged keys are written only for a
+// single server, where slots do not matter.
 func (s *Store) redisKey(dst []byte, namespace, key string) []byte {
 	dst = append(dst, s.cfg.prefix...)
-	dst = append(dst, '{')
-	dst = appendTag(dst, s.cfg.tag(namespace, key))
-	dst = append(dst, '}')
+	if s.tagged {
+		dst = append(dst, '{')
+		dst = appendTag(dst, s.cfg.tag(namespace, key))
+		dst = append(dst, '}')
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(namespace)))
 	dst = append(dst, namespace...)
 	return append(dst, key...)

@@ -5,13 +5,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
 // Defaults of the options.
 const (
 	// DefaultPrefix is the key prefix used when WithPrefix is not given.
-	DefaultPrefix = "sluice:"
+	// It is short because every byte of it is stored in every key.
+	DefaultPrefix = "rl:"
 	// DefaultTTLMargin is added to every state's TTL (see WithTTLMargin).
 	DefaultTTLMargin = time.Second
 	// DefaultCASAttempts is how many compare-and-set rounds the generic
@@ -43,7 +45,26 @@ type config struct {
 	logf            func(format string, args ...any)
 	clock           ratelimit.Clock
 	evictionTimeout time.Duration
+	// autoPipeline makes New build an asynchronous autopipeliner on the
+	// client (see WithAutoPipeline); apOptions are its options.
+	autoPipeline bool
+	apOptions    *redis.AutoPipelineOptions
+	// tagMode is how keys carry a hash tag (see WithHashTag and
+	// WithoutHashTag).
+	tagMode tagMode
 }
+
+// tagMode chooses whether keys carry a hash tag.
+type tagMode uint8
+
+const (
+	// tagAuto tags keys unless the client is a single server.
+	tagAuto tagMode = iota
+	// tagAlways tags keys whatever the client (WithHashTag).
+	tagAlways
+	// tagNever never tags keys (WithoutHashTag).
+	tagNever
+)
 
 func defaultConfig() config {
 	return config{
@@ -78,14 +99,76 @@ func WithPrefix(prefix string) Option {
 // WithHashTag sets the function choosing each check's hash tag source; the
 // default is DefaultTag. Checks whose sources are equal share a Redis
 // Cluster slot (and a Ring shard), which a composite (ApplyAll) needs on a
-// ClusterClient or a Ring. The source is hashed into a fixed 8-character
+// ClusterClient or a Ring. The source is hashed into a fixed 3-character
 // tag, so it may hold any bytes.
+//
+// Without this option, keys of a store on a single server (a
+// *redis.Client, or WithAutoPipeline on one) carry no tag at all; with it
+// they always do, on every client, so a deployment that plans to move from
+// one server to a Cluster can keep its keys (and limits) across the move.
+// It cannot be combined with WithoutHashTag.
 func WithHashTag(f TagFunc) Option {
 	return optionFunc(func(c *config) error {
 		if f == nil {
 			return fmt.Errorf("%w: redisstore: nil hash tag function", ratelimit.ErrInvalidOption)
 		}
+		if c.tagMode == tagNever {
+			return fmt.Errorf("%w: redisstore: WithHashTag and WithoutHashTag together", ratelimit.ErrInvalidOption)
+		}
 		c.tag = f
+		c.tagMode = tagAlways
+		return nil
+	})
+}
+
+// WithoutHashTag makes the store write keys without a hash tag (5 bytes
+// shorter, which Redis stores in every key) on a client it cannot identify
+// as a single server, such as an autopipeliner passed to New or a wrapper.
+// The store already leaves the tag out on a *redis.Client. Use it only when
+// every key lives on one server: New refuses it (ratelimit.ErrInvalidOption)
+// for a *redis.ClusterClient or a *redis.Ring, and with an unknown client a
+// composite is then sent as is, so a Cluster behind it would answer
+// CROSSSLOT (reported as ratelimit.ErrCrossSlot). It cannot be combined with
+// WithHashTag.
+func WithoutHashTag() Option {
+	return optionFunc(func(c *config) error {
+		if c.tagMode == tagAlways {
+			return fmt.Errorf("%w: redisstore: WithHashTag and WithoutHashTag together", ratelimit.ErrInvalidOption)
+		}
+		c.tagMode = tagNever
+		return nil
+	})
+}
+
+// WithAutoPipeline makes the store send its scripts through the client's
+// asynchronous autopipeliner (go-redis's AsyncAutoPipelineWithOptions, with
+// opts; nil selects the client's Options.AutoPipelineOptions or go-redis's
+// defaults), which coalesces the scripts of concurrent calls into pipelines:
+// fewer round trips and system calls, so more decisions per second under
+// concurrency. The client must be a *redis.Client or a *redis.ClusterClient
+// (New refuses others with ratelimit.ErrInvalidOption). go-redis caches one
+// autopipeliner per client and the first caller's options win; the store
+// does not close it (closing the client does). go-redis marks the API
+// experimental.
+//
+// Each call still waits for its own reply and runs its script at most
+// once: the store's commands are no-retry, and go-redis never replays a
+// pipeline holding one. The difference is at the deadline: the
+// autopipeliner sends a queued command on its own context, so a call whose
+// context ends first returns at once with ratelimit.ErrUnknownOutcome (the
+// script may still run, up to the client's ReadTimeout later) where a plain
+// client would say ratelimit.ErrUnavailable for a call that never got a
+// connection. A stalled server delays every queued call, not only those
+// holding a connection.
+func WithAutoPipeline(opts *redis.AutoPipelineOptions) Option {
+	return optionFunc(func(c *config) error {
+		if opts != nil {
+			if err := opts.Validate(); err != nil {
+				return fmt.Errorf("%w: redisstore: %w", ratelimit.ErrInvalidOption, err)
+			}
+		}
+		c.autoPipeline = true
+		c.apOptions = opts
 		return nil
 	})
 }

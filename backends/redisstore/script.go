@@ -5,9 +5,12 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
 var (
@@ -61,8 +64,8 @@ func (c noRetryCmd) Clone() redis.Cmder {
 
 // run executes sc with keys and args in one round trip (two when the
 // script must be sent again) and returns the reply, with errors classified.
-// The command's arguments are built in a pooled slice, reused once
-// Process has returned: keys travel as *string, which go-redis writes
+// The command's arguments are built in a pooled slice, reused once the
+// command has completed: keys travel as *string, which go-redis writes
 // without boxing a copy. A hook that keeps a command's Args after it
 // returns would see them change.
 func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
@@ -73,28 +76,46 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) 
 		a = append(a, &keys[i])
 	}
 	a = append(a, args...)
-	v, err := s.process(ctx, a)
-	if isNoScript(err) {
+	cmd := noRetryCmd{redis.NewCmd(ctx, a...)}
+	inFlight, v, err := s.do(ctx, cmd)
+	if !inFlight && isNoScript(err) {
 		a[0], a[1] = "eval", sc.srcArg
-		v, err = s.process(ctx, a)
+		cmd = noRetryCmd{redis.NewCmd(ctx, a...)}
+		inFlight, v, err = s.do(ctx, cmd)
 	}
-	clear(a)
-	*ap = a[:0]
-	cmdArgsPool.Put(ap)
-	if err != nil {
-		return nil, classify(err)
+	if !inFlight {
+		// An autopipeliner still holding the command would write these
+		// arguments later: leave them to the garbage collector then.
+		clear(a)
+		*ap = a[:0]
+		cmdArgsPool.Put(ap)
 	}
-	return v, nil
+	return v, err
 }
 
 // cmdArgsPool holds the argument slices of script commands.
 var cmdArgsPool = sync.Pool{New: func() any { return new([]any) }}
 
-// process sends one no-retry command with arguments a.
-func (s *Store) process(ctx context.Context, a []any) (any, error) {
-	cmd := noRetryCmd{redis.NewCmd(ctx, a...)}
-	if err := s.client.Process(ctx, cmd); err != nil {
-		return nil, err
+// do sends cmd and waits for its reply, returning it with errors
+// classified. Through an asynchronous autopipeliner the wait ends when ctx
+// does: the command may still be sent after that, so inFlight is true and
+// the error wraps ratelimit.ErrUnknownOutcome.
+func (s *Store) do(ctx context.Context, cmd noRetryCmd) (inFlight bool, v any, err error) {
+	if s.ap == nil {
+		if err := s.client.Process(ctx, cmd); err != nil {
+			return false, nil, classify(err)
+		}
+		v, err := cmd.Result()
+		return false, v, classify(err)
 	}
-	return cmd.Result()
+	if err := ctx.Err(); err != nil {
+		// Nothing was queued.
+		return false, nil, classify(err)
+	}
+	f := s.ap.Submit(ctx, cmd)
+	if err := f.WaitContext(ctx); err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return true, nil, fmt.Errorf("%w: redisstore: the context ended while the autopipeliner held the request, which may still run: %w", ratelimit.ErrUnknownOutcome, err)
+	}
+	v, err = cmd.Result()
+	return false, v, classify(err)
 }

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"reflect"
@@ -13,9 +14,11 @@ import (
 )
 
 // Client is the part of a go-redis client the store uses: *redis.Client,
-// *redis.ClusterClient, *redis.Ring and redis.UniversalClient implement it.
-// The store sends every script through Process as a command marked
-// no-retry, so go-redis never resends a script whose reply was lost.
+// *redis.ClusterClient, *redis.Ring, *redis.AutoPipeliner and
+// redis.UniversalClient implement it. The store sends every script through
+// Process as a command marked no-retry, so go-redis never resends a script
+// whose reply was lost; an asynchronous *redis.AutoPipeliner receives it
+// through Submit instead (see WithAutoPipeline).
 type Client interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
@@ -42,8 +45,17 @@ const (
 // marks the store closed and leaves the client open. Create one with New;
 // the zero value is not usable.
 type Store struct {
-	client Client
+	// client receives every command; base is the client given to New,
+	// which answers EvictionPolicies. They differ under WithAutoPipeline.
+	client, base Client
+	// ap is client when it is an asynchronous autopipeliner: commands go
+	// through Submit and the wait ends with the caller's context.
+	ap *redis.AutoPipeliner
+	// ownsAP is set when New obtained ap for WithAutoPipeline: Close
+	// releases it.
+	ownsAP bool
 	kind   clientKind
+	tagged bool
 	cfg    config
 	closed atomic.Bool
 	// Counters of native.lua calls and of those that fell back to the
@@ -68,12 +80,19 @@ type Store struct {
 // which are marked no-retry; MaxRetries: -1 is still recommended for a
 // client dedicated to the limiter.
 //
+// A *redis.AutoPipeliner is accepted when it is asynchronous (from
+// AsyncAutoPipeline): the store submits each command and waits for its
+// reply or the end of the call's context. New refuses a blocking one (from
+// AutoPipeline), whose Process waits for the reply whatever the context,
+// unless WithoutClientCheck is given. WithAutoPipeline builds the
+// asynchronous one from a *redis.Client or *redis.ClusterClient.
+//
 // New sends nothing to Redis unless WithEvictionCheck is given.
 func New(client Client, opts ...Option) (*Store, error) {
 	if client == nil || isNilPointer(client) {
 		return nil, fmt.Errorf("%w: redisstore: nil client", ratelimit.ErrInvalidOption)
 	}
-	s := &Store{client: client, cfg: defaultConfig()}
+	s := &Store{client: client, base: client, cfg: defaultConfig()}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: redisstore: nil option", ratelimit.ErrInvalidOption)
@@ -85,7 +104,7 @@ func New(client Client, opts ...Option) (*Store, error) {
 	for m := range s.headArgs {
 		s.headArgs[m] = string(s.appendHead(nil, -1, 0, uint(m)))
 	}
-	var ctxTimeouts bool
+	ctxTimeouts := true
 	switch c := client.(type) {
 	case *redis.Client:
 		s.kind, ctxTimeouts = kindSingle, c.Options().ContextTimeoutEnabled
@@ -93,11 +112,36 @@ func New(client Client, opts ...Option) (*Store, error) {
 		s.kind, ctxTimeouts = kindCluster, c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
 		s.kind, ctxTimeouts = kindRing, c.Options().ContextTimeoutEnabled
+	case *redis.AutoPipeliner:
+		s.kind, ctxTimeouts = kindOther, !c.IsBlocking()
+		if !c.IsBlocking() {
+			s.ap = c
+		}
 	default:
-		s.kind, ctxTimeouts = kindOther, true
+		s.kind = kindOther
 	}
 	if s.cfg.checkClient && !ctxTimeouts {
+		if _, ok := client.(*redis.AutoPipeliner); ok {
+			return nil, fmt.Errorf("%w: redisstore: a blocking AutoPipeliner waits for every reply whatever the context's deadline; pass client.AsyncAutoPipeline() or use WithAutoPipeline (see WithoutClientCheck)", ratelimit.ErrInvalidOption)
+		}
 		return nil, fmt.Errorf("%w: redisstore: the go-redis client must set ContextTimeoutEnabled: true, or calls can outlast their context deadline (see WithoutClientCheck)", ratelimit.ErrInvalidOption)
+	}
+	switch s.cfg.tagMode {
+	case tagAuto:
+		s.tagged = s.kind != kindSingle
+	case tagAlways:
+		s.tagged = true
+	case tagNever:
+		if s.kind == kindCluster || s.kind == kindRing {
+			return nil, fmt.Errorf("%w: redisstore: WithoutHashTag on a ClusterClient or a Ring", ratelimit.ErrInvalidOption)
+		}
+	}
+	if s.cfg.autoPipeline {
+		ap, err := acquireAutoPipeliner(client, s.cfg.apOptions)
+		if err != nil {
+			return nil, err
+		}
+		s.client, s.ap, s.ownsAP = ap, ap, true
 	}
 	if s.cfg.checkEviction {
 		logf := s.cfg.logf
@@ -151,7 +195,7 @@ func (s *Store) EvictionPolicies(ctx context.Context) ([]string, error) {
 		return nil
 	}
 	var err error
-	switch c := s.client.(type) {
+	switch c := s.base.(type) {
 	case *redis.Client:
 		err = get(ctx, c)
 	case *redis.ClusterClient:
@@ -160,8 +204,12 @@ func (s *Store) EvictionPolicies(ctx context.Context) ([]string, error) {
 		err = c.ForEachShard(ctx, get)
 	default:
 		cmd := redis.NewMapStringStringCmd(ctx, "config", "get", "maxmemory-policy")
-		if err = s.client.Process(ctx, cmd); err == nil {
-			out = append(out, cmd.Val()["maxmemory-policy"])
+		if err = s.base.Process(ctx, cmd); err == nil {
+			// An asynchronous AutoPipeliner returns before the reply: Err
+			// waits for it.
+			if err = cmd.Err(); err == nil {
+				out = append(out, cmd.Val()["maxmemory-policy"])
+			}
 		}
 	}
 	if err != nil {
@@ -248,7 +296,7 @@ func (s *Store) keys(checks []ratelimit.Check) ([]string, error) {
 		buf = s.redisKey(buf[:0], checks[i].Namespace, checks[i].Key)
 		keys[i] = string(buf)
 	}
-	if len(keys) < 2 || s.kind == kindSingle {
+	if len(keys) < 2 || s.kind == kindSingle || !s.tagged {
 		return keys, nil
 	}
 	if s.kind == kindRing {
@@ -292,18 +340,71 @@ func (s *Store) Reset(ctx context.Context, namespace, key string) error {
 		return fmt.Errorf("%w: redisstore: key of %d bytes or namespace of %d bytes", ratelimit.ErrInvalidKey, len(key), len(namespace))
 	}
 	k := string(s.redisKey(nil, namespace, key))
-	cmd := noRetryCmd{redis.NewCmd(ctx, "del", k)}
-	if err := s.client.Process(ctx, cmd); err != nil {
-		return classify(err)
-	}
-	return nil
+	_, _, err := s.do(ctx, noRetryCmd{redis.NewCmd(ctx, "del", k)})
+	return err
 }
 
-// Close marks the store closed; it does not close the client. Closing
-// twice is not an error; every other call after Close returns
-// ratelimit.ErrClosed.
+// Close marks the store closed; it does not close the client. Under
+// WithAutoPipeline, the last store to close on a client also closes the
+// client's asynchronous autopipeliner, waiting for the commands it holds
+// (at most the client's ReadTimeout); another user of that autopipeliner
+// then gets redis.ErrClosed from it, and the client builds a new one on
+// the next request. Closing twice is not an error; every other call after
+// Close returns ratelimit.ErrClosed.
 func (s *Store) Close() error {
-	s.closed.Store(true)
+	if s.closed.Swap(true) || !s.ownsAP {
+		return nil
+	}
+	return releaseAutoPipeliner(s.ap)
+}
+
+// apUsers counts the open stores sharing each autopipeliner obtained for
+// WithAutoPipeline (go-redis caches one per client). Obtaining and
+// counting happen under one lock, as do uncounting and closing, so a store
+// never receives an autopipeliner that another store's Close is about to
+// close.
+var apUsers = struct {
+	sync.Mutex
+	n map[*redis.AutoPipeliner]int
+}{n: make(map[*redis.AutoPipeliner]int)}
+
+// acquireAutoPipeliner returns client's asynchronous autopipeliner and
+// counts one more store on it.
+func acquireAutoPipeliner(client Client, opts *redis.AutoPipelineOptions) (*redis.AutoPipeliner, error) {
+	apUsers.Lock()
+	defer apUsers.Unlock()
+	var (
+		ap  *redis.AutoPipeliner
+		err error
+	)
+	switch c := client.(type) {
+	case *redis.Client:
+		ap, err = c.AsyncAutoPipelineWithOptions(opts)
+	case *redis.ClusterClient:
+		ap, err = c.AsyncAutoPipelineWithOptions(opts)
+	default:
+		return nil, fmt.Errorf("%w: redisstore: WithAutoPipeline needs a *redis.Client or a *redis.ClusterClient, not %T", ratelimit.ErrInvalidOption, client)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: redisstore: autopipeliner: %w", ratelimit.ErrInvalidOption, err)
+	}
+	apUsers.n[ap]++
+	return ap, nil
+}
+
+// releaseAutoPipeliner counts one store less on ap and closes it when
+// none is left. An autopipeliner already closed (with its client) is not
+// an error.
+func releaseAutoPipeliner(ap *redis.AutoPipeliner) error {
+	apUsers.Lock()
+	defer apUsers.Unlock()
+	if apUsers.n[ap]--; apUsers.n[ap] > 0 {
+		return nil
+	}
+	delete(apUsers.n, ap)
+	if err := ap.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+		return fmt.Errorf("redisstore: closing the autopipeliner: %w", err)
+	}
 	return nil
 }
 

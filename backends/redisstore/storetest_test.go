@@ -11,16 +11,19 @@ import (
 
 // TestStoretest runs the conformance suite on a real redis-server, with
 // the server's clock and with an injected clock (WithTestClock), native
-// scripts on and off.
+// scripts on and off, through the client and through its autopipeliner.
 func TestStoretest(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		clock  bool
 		native bool
+		ap     bool
 	}{
-		{"clock=server/path=native", false, true},
-		{"clock=injected/path=native", true, true},
-		{"clock=injected/path=generic", true, false},
+		{"clock=server/path=native", false, true, false},
+		{"clock=injected/path=native", true, true, false},
+		{"clock=injected/path=generic", true, false, false},
+		{"clock=server/path=native/client=autopipeline", false, true, true},
+		{"clock=injected/path=generic/client=autopipeline", true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startServer(t)
@@ -37,6 +40,9 @@ func TestStoretest(t *testing.T) {
 			}
 			if !tc.native {
 				opts = append(opts, redisstore.WithoutNativeScripts())
+			}
+			if tc.ap {
+				opts = append(opts, redisstore.WithAutoPipeline(nil))
 			}
 			h.NewStore = func(t *testing.T) ratelimit.Store {
 				st, err := redisstore.New(newClient(t, srv.addr()), opts...)

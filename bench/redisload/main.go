@@ -1,11 +1,15 @@
 // Command redisload drives Redis-backed rate limiters at a fixed
 // concurrency for a fixed time and reports throughput and latency
 // percentiles: Sluice's redisstore with GCRA and with the token bucket,
-// and github.com/go-redis/redis_rate/v10 (GCRA), all against one server.
+// each through the plain client and through go-redis's autopipeliner
+// (redisstore.WithAutoPipeline, the "-ap" variants), and
+// github.com/go-redis/redis_rate/v10 (GCRA), all against one server.
 //
 // Each of -conc callers sends one request, waits for the reply and sends
 // the next (a closed loop, like redis-benchmark without pipelining), over
-// a go-redis client with one connection per caller. Every call takes one
+// a go-redis client with one connection per caller; the "-ap" variants
+// coalesce the concurrent callers' scripts into pipelines on the client's
+// pipeline pool. Every call takes one
 // unit under a limit that admits them all (1,000,000 per second, burst
 // 1,000,000), so every call reads and writes the state: on one hot key
 // (-keys 1) or on a key drawn uniformly from a million (-keys 1M). The
@@ -61,14 +65,19 @@ type take func(ctx context.Context, key string) (allowed bool, err error)
 
 // impls builds each implementation on a client.
 var impls = map[string]func(c *redis.Client) (take, error){
-	"sluice-gcra":        sluice(gcra.New()),
-	"sluice-tokenbucket": sluice(tokenbucket.New()),
-	"redis_rate":         redisRate,
+	"sluice-gcra":           sluice(gcra.New()),
+	"sluice-tokenbucket":    sluice(tokenbucket.New()),
+	"sluice-gcra-ap":        sluice(gcra.New(), redisstore.WithAutoPipeline(nil)),
+	"sluice-tokenbucket-ap": sluice(tokenbucket.New(), redisstore.WithAutoPipeline(nil)),
+	"redis_rate":            redisRate,
 }
 
-func sluice(alg ratelimit.Algorithm) func(c *redis.Client) (take, error) {
+// implNames lists impls in the order -impl's default runs them.
+const implNames = "sluice-gcra,sluice-tokenbucket,sluice-gcra-ap,sluice-tokenbucket-ap,redis_rate"
+
+func sluice(alg ratelimit.Algorithm, opts ...redisstore.Option) func(c *redis.Client) (take, error) {
 	return func(c *redis.Client) (take, error) {
-		st, err := redisstore.New(c)
+		st, err := redisstore.New(c, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +130,7 @@ func run() error {
 	flag.DurationVar(&s.timeout, "timeout", time.Second, "deadline of each call")
 	flag.StringVar(&conc, "conc", "1,8,64", "comma-separated concurrencies")
 	flag.StringVar(&keys, "keys", "1,1M", "comma-separated key sets: 1 (one hot key) or 1M (uniform over a million)")
-	flag.StringVar(&names, "impl", "sluice-gcra,sluice-tokenbucket,redis_rate", "comma-separated implementations")
+	flag.StringVar(&names, "impl", implNames, "comma-separated implementations")
 	flag.IntVar(&s.count, "count", 1, "rounds over every setting")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -145,7 +154,7 @@ func run() error {
 	}
 	for f := range strings.SplitSeq(names, ",") {
 		if impls[f] == nil {
-			return fmt.Errorf("unknown -impl %q (have sluice-gcra, sluice-tokenbucket, redis_rate)", f)
+			return fmt.Errorf("unknown -impl %q (have %s)", f, implNames)
 		}
 		s.impls = append(s.impls, f)
 	}
