@@ -156,10 +156,11 @@ func BenchmarkRedisComposite(b *testing.B) {
 // under the rule name "b" for Sluice and redis_rate's "rate:" prefix.
 // Redis rounds every allocation up to a jemalloc size class, so the figure
 // moves in 16-byte steps as keys lengthen (a Redis key of up to 30 bytes
-// costs 32, of 31 to 44 bytes 48, of 45 to 60 bytes 64): Sluice's key
-// adds 14 bytes to the caller's (prefix, hash tag, rule name), redis_rate's
-// 5, so which of them a step catches depends on the key length. Run with
-// -benchtime=1x.
+// costs 32, of 31 to 44 bytes 48, of 45 to 60 bytes 64): on this single
+// server Sluice's key adds 5 bytes to the caller's (prefix "rl:", a length
+// byte, rule name "b"), as redis_rate's "rate:" does; on a Cluster its hash
+// tag adds 5 more, so which size class a key falls in depends on its
+// length. Run with -benchtime=1x.
 func BenchmarkRedisMemoryPerKey(b *testing.B) {
 	c := redisClient(b)
 	const n = 100_000

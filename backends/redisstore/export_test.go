@@ -16,3 +16,12 @@ const TagLen = tagLen
 func (s *Store) RedisKey(namespace, key string) string {
 	return string(s.redisKey(nil, namespace, key))
 }
+
+// WithAutoPipelineAlways is WithAutoPipeline sending even a lone command
+// through the autopipeliner, so sequential tests exercise that path.
+func WithAutoPipelineAlways() Option {
+	return optionFunc(func(c *config) error {
+		c.autoPipeline, c.apAlways = true, true
+		return nil
+	})
+}

@@ -268,7 +268,8 @@ func TestLostReplyNoDoubleSpend(t *testing.T) {
 }
 
 // clientMode is a way of sending the store's commands: the client itself,
-// or go-redis's asynchronous autopipeliner on it (WithAutoPipeline).
+// go-redis's asynchronous autopipeliner on it for every command, or for
+// the commands sent while another is under way (WithAutoPipeline).
 type clientMode struct {
 	name string
 	opts []redisstore.Option
@@ -277,7 +278,8 @@ type clientMode struct {
 func clientModes() []clientMode {
 	return []clientMode{
 		{"plain", nil},
-		{"autopipeline", []redisstore.Option{redisstore.WithAutoPipeline(nil)}},
+		{"autopipeline", []redisstore.Option{redisstore.WithAutoPipelineAlways()}},
+		{"autopipeline-adaptive", []redisstore.Option{redisstore.WithAutoPipeline(nil)}},
 	}
 }
 
@@ -339,19 +341,26 @@ func TestScriptFlushMidRun(t *testing.T) {
 }
 
 // TestAutoPipelineStall stops redis-server with SIGSTOP under a store
-// sending through the autopipeliner: the autopipeliner sends on its own
-// context, so the store must end each wait itself. Every call returns at
+// sending through the autopipeliner (always, or under concurrency): the
+// autopipeliner sends on its own context, so the store must end each wait
+// itself. Every call returns at
 // its deadline with ErrUnknownOutcome (queued or sent, it may still run);
 // after SIGCONT the store works again, and the server never shows more
 // spends than successes plus unknown outcomes.
 func TestAutoPipelineStall(t *testing.T) {
+	for _, mode := range clientModes()[1:] {
+		t.Run("client="+mode.name, func(t *testing.T) { testAutoPipelineStall(t, mode.opts) })
+	}
+}
+
+func testAutoPipelineStall(t *testing.T, opts []redisstore.Option) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr(), func(o *redis.Options) {
 		o.ReadTimeout = 500 * time.Millisecond
 		o.WriteTimeout = 500 * time.Millisecond
 	})
 	prefix := randomPrefix(t)
-	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithAutoPipeline(nil))
+	st, err := redisstore.New(c, append(opts, redisstore.WithPrefix(prefix))...)
 	if err != nil {
 		t.Fatal(err)
 	}

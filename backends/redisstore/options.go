@@ -49,6 +49,9 @@ type config struct {
 	// client (see WithAutoPipeline); apOptions are its options.
 	autoPipeline bool
 	apOptions    *redis.AutoPipelineOptions
+	// apAlways sends even a lone command through the autopipeliner
+	// (tests of the autopipelined path only).
+	apAlways bool
 	// tagMode is how keys carry a hash tag (see WithHashTag and
 	// WithoutHashTag).
 	tagMode tagMode
@@ -145,7 +148,10 @@ func WithoutHashTag() Option {
 // opts; nil selects the client's Options.AutoPipelineOptions or go-redis's
 // defaults), which coalesces the scripts of concurrent calls into pipelines:
 // fewer round trips and system calls, so more decisions per second under
-// concurrency. The client must be a *redis.Client or a *redis.ClusterClient
+// concurrency. A call made while no other call of the store is under way
+// is sent on the client directly, as without the option: a lone caller
+// would gain nothing and pay the autopipeliner's hand-offs between
+// goroutines. The client must be a *redis.Client or a *redis.ClusterClient
 // (New refuses others with ratelimit.ErrInvalidOption). go-redis caches one
 // autopipeliner per client and the first caller's options win; the store
 // does not close it (closing the client does). go-redis marks the API
@@ -159,7 +165,7 @@ func WithoutHashTag() Option {
 // script may still run, up to the client's ReadTimeout later) where a plain
 // client would say ratelimit.ErrUnavailable for a call that never got a
 // connection. A stalled server delays every queued call, not only those
-// holding a connection.
+// holding a connection. Keep the client's ReadTimeout short.
 func WithAutoPipeline(opts *redis.AutoPipelineOptions) Option {
 	return optionFunc(func(c *config) error {
 		if opts != nil {

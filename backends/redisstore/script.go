@@ -100,9 +100,21 @@ var cmdArgsPool = sync.Pool{New: func() any { return new([]any) }}
 // classified. Through an asynchronous autopipeliner the wait ends when ctx
 // does: the command may still be sent after that, so inFlight is true and
 // the error wraps ratelimit.ErrUnknownOutcome.
+//
+// Under WithAutoPipeline a command sent while no other command of the
+// store is in flight goes straight to the client: alone, it would gain
+// nothing from a pipeline and pay the autopipeliner's hand-offs between
+// goroutines.
 func (s *Store) do(ctx context.Context, cmd noRetryCmd) (inFlight bool, v any, err error) {
-	if s.ap == nil {
-		if err := s.client.Process(ctx, cmd); err != nil {
+	client := s.client
+	if s.ownsAP {
+		if s.inFlight.Add(1) == 1 && !s.cfg.apAlways {
+			client = s.base
+		}
+		defer s.inFlight.Add(-1)
+	}
+	if client != s.ap {
+		if err := client.Process(ctx, cmd); err != nil {
 			return false, nil, classify(err)
 		}
 		v, err := cmd.Result()

@@ -52,12 +52,14 @@ type Store struct {
 	// through Submit and the wait ends with the caller's context.
 	ap *redis.AutoPipeliner
 	// ownsAP is set when New obtained ap for WithAutoPipeline: Close
-	// releases it.
-	ownsAP bool
-	kind   clientKind
-	tagged bool
-	cfg    config
-	closed atomic.Bool
+	// releases it, and a command sent while inFlight (the store's commands
+	// under way) is zero goes to base directly.
+	ownsAP   bool
+	inFlight atomic.Int64
+	kind     clientKind
+	tagged   bool
+	cfg      config
+	closed   atomic.Bool
 	// Counters of native.lua calls and of those that fell back to the
 	// generic path, read by tests.
 	nativeCalls, nativeFallbacks atomic.Int64

@@ -42,7 +42,7 @@ func TestStoretest(t *testing.T) {
 				opts = append(opts, redisstore.WithoutNativeScripts())
 			}
 			if tc.ap {
-				opts = append(opts, redisstore.WithAutoPipeline(nil))
+				opts = append(opts, redisstore.WithAutoPipelineAlways())
 			}
 			h.NewStore = func(t *testing.T) ratelimit.Store {
 				st, err := redisstore.New(newClient(t, srv.addr()), opts...)

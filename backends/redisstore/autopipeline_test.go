@@ -1,0 +1,107 @@
+package redisstore_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithms/gcra"
+	"github.com/sluicehq/sluice/backends/redisstore"
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// countHook counts the scripts (EVALSHA, EVAL) a client sends alone and
+// in pipelines; go-redis's own handshake commands are left out.
+type countHook struct{ single, piped atomic.Int64 }
+
+func isScript(cmd redis.Cmder) bool {
+	n := cmd.Name()
+	return n == "evalsha" || n == "eval"
+}
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isScript(cmd) {
+			h.single.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if isScript(cmd) {
+				h.piped.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+var _ redis.Hook = (*countHook)(nil)
+
+// TestAutoPipelineAdaptive checks where WithAutoPipeline sends commands:
+// one caller at a time goes straight to the client, many concurrent
+// callers go through the autopipeliner, and the admission count is exact
+// either way.
+func TestAutoPipelineAdaptive(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, srv.addr())
+	h := &countHook{}
+	c.AddHook(h)
+	st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithAutoPipeline(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	check := ratelimit.Check{Namespace: "a", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.Limit{Count: 2000, Period: 24 * time.Hour, Burst: 2000}, Cost: 1}
+	for range 50 {
+		if _, err := st.Apply(t.Context(), check); err != nil {
+			t.Fatal(err)
+		}
+	}
+	single := h.single.Load()
+	if p := h.piped.Load(); single < 50 || p != 0 {
+		t.Fatalf("one caller: %d scripts sent alone and %d in pipelines, want 50 or more and 0", single, p)
+	}
+	const callers, each = 32, 100
+	var (
+		wg      sync.WaitGroup
+		allowed atomic.Int64
+		errs    atomic.Int64
+	)
+	for range callers {
+		wg.Go(func() {
+			for range each {
+				o, err := st.Apply(t.Context(), check)
+				switch {
+				case err != nil:
+					if errs.Add(1) == 1 {
+						t.Log(err)
+					}
+				case o.Allowed:
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if errs.Load() != 0 {
+		t.Fatalf("%d calls failed", errs.Load())
+	}
+	// 2000 burst, 50 spent above, 3200 asked, one token per 43 s:
+	// exactly 1950 more pass.
+	if got := allowed.Load(); got != 1950 {
+		t.Fatalf("%d of %d concurrent calls allowed, want 1950", got, callers*each)
+	}
+	if p := h.piped.Load(); p == 0 {
+		t.Fatalf("%d concurrent callers: no command went through the autopipeliner", callers)
+	}
+	t.Logf("concurrent phase: %d scripts alone, %d in pipelines (hook counts)", h.single.Load()-single, h.piped.Load())
+}
