@@ -119,63 +119,74 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// TestClusterStoretest runs the conformance suite through ClusterClients.
-// Its composites use untagged keys, so the harness gives every key one
-// hash tag (WithHashTag): the suite exercises Cluster routing, while
-// TestCluster covers tags and cross-slot refusal.
+// TestClusterStoretest runs the conformance suite through ClusterClients,
+// directly and through their autopipeliner. Its composites use untagged
+// keys, so the harness gives every key one hash tag (WithHashTag): the
+// suite exercises Cluster routing, while TestCluster covers tags and
+// cross-slot refusal.
 func TestClusterStoretest(t *testing.T) {
 	srv, _ := startCluster(t)
-	prefix := randomPrefix(t)
-	storetest.Run(t, storetest.Harness{Algorithms: testAlgorithms(), NewStore: func(t *testing.T) ratelimit.Store {
-		st, err := redisstore.New(newClusterClient(t, srv.addr()), redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000),
-			redisstore.WithHashTag(func(string, string) string { return "suite" }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}})
+	for _, mode := range []clientMode{clientModes()[0], clientModes()[1]} {
+		t.Run("client="+mode.name, func(t *testing.T) {
+			prefix := randomPrefix(t)
+			opts := append(mode.opts, redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000),
+				redisstore.WithHashTag(func(string, string) string { return "suite" }))
+			storetest.Run(t, storetest.Harness{Algorithms: testAlgorithms(), NewStore: func(t *testing.T) ratelimit.Store {
+				st, err := redisstore.New(newClusterClient(t, srv.addr()), opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}})
+		})
+	}
 }
 
 // TestClusterLostReplyNoDoubleSpend drops a script's reply between a
 // ClusterClient (default MaxRedirects, which also governs its retries)
-// and a one-node cluster: ErrUnknownOutcome and exactly one spend.
+// and a one-node cluster, directly and through the autopipeliner:
+// ErrUnknownOutcome and exactly one spend.
 func TestClusterLostReplyNoDoubleSpend(t *testing.T) {
 	srv, _ := startCluster(t)
-	proxy := newDropProxy(t, srv.addr())
-	viaProxy := redis.NewClusterClient(&redis.ClusterOptions{
-		ContextTimeoutEnabled: true,
-		ReadTimeout:           2 * time.Second,
-		// Route every slot through the proxy instead of the address the
-		// node announces.
-		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
-			return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: proxy.addr()}}}}, nil
-		},
-	})
-	t.Cleanup(func() { _ = viaProxy.Close() })
-	prefix := randomPrefix(t)
-	st, err := redisstore.New(viaProxy, redisstore.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct, err := redisstore.New(newClusterClient(t, srv.addr()), redisstore.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(10), Cost: 1}
-	if o, err := st.Apply(t.Context(), check); err != nil || o.Remaining != 9 {
-		t.Fatalf("warm-up: %+v %v", o, err)
-	}
-	proxy.armed.Store(true)
-	if _, err := st.Apply(t.Context(), check); !errors.Is(err, ratelimit.ErrUnknownOutcome) {
-		t.Fatalf("lost reply: %v, want ErrUnknownOutcome", err)
-	}
-	peek := check
-	peek.Cost = 0
-	o, err := direct.Apply(t.Context(), peek)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Remaining != 8 {
-		t.Fatalf("remaining %d after one lost reply, want 8: the script ran %d times", o.Remaining, 9-o.Remaining)
+	for _, mode := range []clientMode{clientModes()[0], clientModes()[1]} {
+		t.Run("client="+mode.name, func(t *testing.T) {
+			proxy := newDropProxy(t, srv.addr())
+			viaProxy := redis.NewClusterClient(&redis.ClusterOptions{
+				ContextTimeoutEnabled: true,
+				ReadTimeout:           2 * time.Second,
+				// Route every slot through the proxy instead of the address
+				// the node announces.
+				ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+					return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: proxy.addr()}}}}, nil
+				},
+			})
+			t.Cleanup(func() { _ = viaProxy.Close() })
+			prefix := randomPrefix(t)
+			st, err := redisstore.New(viaProxy, append(mode.opts, redisstore.WithPrefix(prefix))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			direct, err := redisstore.New(newClusterClient(t, srv.addr()), redisstore.WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(10), Cost: 1}
+			if o, err := st.Apply(t.Context(), check); err != nil || o.Remaining != 9 {
+				t.Fatalf("warm-up: %+v %v", o, err)
+			}
+			proxy.armed.Store(true)
+			if _, err := st.Apply(t.Context(), check); !errors.Is(err, ratelimit.ErrUnknownOutcome) {
+				t.Fatalf("lost reply: %v, want ErrUnknownOutcome", err)
+			}
+			peek := check
+			peek.Cost = 0
+			o, err := direct.Apply(t.Context(), peek)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Remaining != 8 {
+				t.Fatalf("remaining %d after one lost reply, want 8: the script ran %d times", o.Remaining, 9-o.Remaining)
+			}
+		})
 	}
 }

@@ -28,16 +28,18 @@
 // WithAutoPipeline sends the scripts through go-redis's asynchronous
 // autopipeliner, which writes the scripts of concurrent calls as one
 // pipeline and reads their replies together: fewer round trips and system
-// calls per decision when many goroutines call at once, and no change for
-// a lone caller. Each call still runs its script at most once (go-redis
-// never replays a pipeline holding a no-retry command) and its outcome is
-// the same. It is an option, not the default, because the autopipeliner
-// sends a queued command on its own context: the store stops waiting when
-// the call's context ends and reports ratelimit.ErrUnknownOutcome, but the
-// script may still run afterwards, up to the client's ReadTimeout later;
-// with a plain client a call that never got a connection reports
-// ratelimit.ErrUnavailable and runs nothing. Keep ReadTimeout short on a
-// client used this way. go-redis marks the autopipeliner experimental.
+// calls per decision when many goroutines call at once. A call made while
+// no other call of the store is under way goes to the client directly, so
+// a lone caller pays nothing for it. Each call still runs its script at
+// most once (go-redis never replays a pipeline holding a no-retry command)
+// and its outcome is the same. It is an option, not the default, because
+// the autopipeliner sends a queued command on its own context: the store
+// stops waiting when the call's context ends and reports
+// ratelimit.ErrUnknownOutcome, but the script may still run afterwards, up
+// to the client's ReadTimeout later; with a plain client a call that never
+// got a connection reports ratelimit.ErrUnavailable and runs nothing. Keep
+// ReadTimeout short on a client used this way. go-redis marks the
+// autopipeliner experimental.
 //
 // # One script per decision
 //
