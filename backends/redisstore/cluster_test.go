@@ -129,8 +129,9 @@ func TestClusterStoretest(t *testing.T) {
 	for _, mode := range []clientMode{clientModes()[0], clientModes()[1]} {
 		t.Run("client="+mode.name, func(t *testing.T) {
 			prefix := randomPrefix(t)
-			opts := append(mode.opts, redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000),
-				redisstore.WithHashTag(func(string, string) string { return "suite" }))
+			opts := []redisstore.Option{redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000),
+				redisstore.WithHashTag(func(string, string) string { return "suite" })}
+			opts = append(opts, mode.opts...)
 			storetest.Run(t, storetest.Harness{Algorithms: testAlgorithms(), NewStore: func(t *testing.T) ratelimit.Store {
 				st, err := redisstore.New(newClusterClient(t, srv.addr()), opts...)
 				if err != nil {
