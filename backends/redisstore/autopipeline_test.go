@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,4 +105,56 @@ func TestAutoPipelineAdaptive(t *testing.T) {
 		t.Fatalf("%d concurrent callers: no command went through the autopipeliner", callers)
 	}
 	t.Logf("concurrent phase: %d scripts alone, %d in pipelines (hook counts)", h.single.Load()-single, h.piped.Load())
+}
+
+// TestAsyncAutoPipelinerClient passes go-redis's asynchronous
+// autopipeliner to New: the store cannot tell what server is behind it,
+// so keys are tagged and a composite across slots is refused, unless
+// WithoutHashTag says it is one server; decisions are the same either way.
+func TestAsyncAutoPipelinerClient(t *testing.T) {
+	srv := startServer(t)
+	ap, err := newClient(t, srv.addr()).AsyncAutoPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := ratelimit.PerHour(2)
+	checks := []ratelimit.Check{
+		{Namespace: "a", Key: "u1", Algorithm: gcra.New(), Limit: lim, Cost: 1},
+		{Namespace: "a", Key: "u2", Algorithm: gcra.New(), Limit: lim, Cost: 1},
+	}
+	tests := []struct {
+		name      string
+		opts      []redisstore.Option
+		crossSlot bool
+	}{
+		{"tagged", nil, true},
+		{"WithoutHashTag", []redisstore.Option{redisstore.WithoutHashTag()}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := redisstore.New(ap, append(tt.opts, redisstore.WithPrefix(randomPrefix(t)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []bool{true, true, false} {
+				o, err := st.Apply(t.Context(), checks[0])
+				if err != nil || o.Allowed != want {
+					t.Fatalf("take %d: %+v %v, want allowed %v", i, o, err, want)
+				}
+			}
+			out := make([]ratelimit.Outcome, 2)
+			ok, err := st.ApplyAll(t.Context(), checks, out)
+			switch {
+			case tt.crossSlot:
+				if !errors.Is(err, ratelimit.ErrCrossSlot) {
+					t.Fatalf("composite across slots: %v, want ErrCrossSlot", err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case ok || out[0].Allowed || !out[1].Allowed:
+				// u1 is spent, so nothing is consumed on u2 either.
+				t.Fatalf("composite: %v %+v, want denied by u1 only", ok, out)
+			}
+		})
+	}
 }

@@ -31,6 +31,14 @@ func TestNewValidates(t *testing.T) {
 	good := newClient(t, srv.addr())
 	noCtx := newClient(t, srv.addr(), func(o *redis.Options) { o.ContextTimeoutEnabled = false })
 	var nilClient *redis.Client
+	blocking, err := newClient(t, srv.addr()).AutoPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	async, err := newClient(t, srv.addr()).AsyncAutoPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		client redisstore.Client
@@ -48,6 +56,12 @@ func TestNewValidates(t *testing.T) {
 		{"negative margin", good, []redisstore.Option{redisstore.WithTTLMargin(-1)}, false},
 		{"zero CAS attempts", good, []redisstore.Option{redisstore.WithCASAttempts(0)}, false},
 		{"nil tag func", good, []redisstore.Option{redisstore.WithHashTag(nil)}, false},
+		{"autopipeline", good, []redisstore.Option{redisstore.WithAutoPipeline(nil)}, true},
+		{"autopipeline, bad options", good, []redisstore.Option{redisstore.WithAutoPipeline(&redis.AutoPipelineOptions{MaxConcurrentBatches: 2})}, false},
+		{"async autopipeliner", async, nil, true},
+		{"async autopipeliner, WithAutoPipeline", async, []redisstore.Option{redisstore.WithAutoPipeline(nil)}, false},
+		{"blocking autopipeliner", blocking, nil, false},
+		{"blocking autopipeliner, check off", blocking, []redisstore.Option{redisstore.WithoutClientCheck()}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
