@@ -144,18 +144,23 @@
 //     (p−1)·r·T_partition.
 //
 // F is memberlist's failure detection, as seen by the last node to notice
-// the last member it lost. With probe interval P, probe timeout within P,
-// suspicion multiplier m and maximum suspicion multiplier k, a node probes
-// each member at least every (N−1)·P and declares it dead at most
-// k·m·max(1, log10 N)·P after suspecting it, so
+// the last member it lost. With probe interval P, suspicion multiplier m,
+// maximum suspicion multiplier k and memberlist's health multiplier a (1
+// for a node whose probes are answered; up to AwarenessMaxMultiplier, 8,
+// for one whose probes and indirect probes all go unanswered, as on a side
+// of one), a node probes each member at least every (N−1)·a·P, gives the
+// probe a·P, and declares the member dead at most k·m·max(1, log10 N)·P
+// after suspecting it, so
 //
-//	F ≤ (N−1)·P + P + k·m·max(1, log10 N)·P
+//	F ≤ N·a·P + k·m·max(1, log10 N)·P
 //
-// plus scheduling delays: 5.6 s for N = 5 with DefaultLocalConfig (P =
-// 400 ms, m = k = 3), 29 s with DefaultLANConfig (P = 1 s, m = 4, k = 6).
-// When the members of a side confirm each other's suspicions the
-// suspicion shrinks toward m·max(1, log10 N)·P, and F is typically 1.5–3.5
-// s locally (measured: 1.7–3.4 s for {0,1}|{2,3,4}).
+// plus scheduling delays: with a = 1, 5.6 s for N = 5 and 4.8 s for N = 3
+// with DefaultLocalConfig (P = 400 ms, m = k = 3), 29 s for N = 5 with
+// DefaultLANConfig (P = 1 s, m = 4, k = 6). When the members of a side
+// confirm each other's suspicions the suspicion shrinks toward
+// m·max(1, log10 N)·P. Measured on a loaded 2-core machine: 2.5–4.9 s for
+// {0,1}|{2,3,4}, and 4.9–6.5 s for {0}|{1,2}, where node 0 has no one to
+// confirm its suspicions and backs off (a > 1).
 //
 // # Supported algorithms and operations
 //

@@ -140,9 +140,11 @@ func partitionCase(size int) *driftCase {
 		}
 		return 3 * time.Second, 12 * time.Second
 	}
-	// maxDetect bounds the measured F: the documented 5.6 s (N ≤ 5) with
-	// two seconds for a starved machine.
-	const maxDetect = 7600 * time.Millisecond
+	// maxDetect bounds the measured F by the cut's length. The package
+	// doc's bound is 5.6 s for N = 5 and 4.8 s for N = 3 while memberlist's
+	// health multiplier a is 1, but a side of one backs off (a up to 8)
+	// and a starved machine adds its delays: 6.5 s was measured.
+	const maxDetect = 9 * time.Second
 	var sides [2][]int
 	for i := range size {
 		side := 0
@@ -214,10 +216,8 @@ func partitionCase(size int) *driftCase {
 			cl.mu.Lock()
 			f := cl.detected
 			cl.mu.Unlock()
-			// F is memberlist's failure detection across the cut; the
-			// package doc bounds it by (N−1)·P + P + 3·1.2 s, at most
-			// 5.6 s for N ≤ 5 with DefaultLocalConfig, and a starved
-			// machine adds its delays.
+			// F is memberlist's failure detection across the cut (see
+			// maxDetect and the package doc).
 			t.Logf("F = %s (every node saw the cut)", f)
 			if f > maxDetect {
 				t.Errorf("the cut took %s to detect, over %s", f, maxDetect)
