@@ -153,7 +153,9 @@ func BenchmarkRedisComposite(b *testing.B) {
 // BenchmarkRedisMemoryPerKey reports Redis used_memory per limiter key
 // after 100k keys, Strict spec (nothing expires during the measurement),
 // for two key shapes: "user:0000042" (keylen=12) and a UUID (keylen=36),
-// under the rule name "b" for Sluice and redis_rate's "rate:" prefix.
+// under the rule name "b" for Sluice (untagged keys, as on this single
+// server, and hash-tagged ones, as on a Cluster) and redis_rate's "rate:"
+// prefix.
 // Redis rounds every allocation up to a jemalloc size class, so the figure
 // moves in 16-byte steps as keys lengthen (a Redis key of up to 30 bytes
 // costs 32, of 31 to 44 bytes 48, of 45 to 60 bytes 64): on this single
@@ -168,6 +170,10 @@ func BenchmarkRedisMemoryPerKey(b *testing.B) {
 	impls := []redisImpl{
 		{"sluice-gcra", func(b *testing.B, c *redis.Client) taker { return strictRedis(b, c, gcra.New(), strict) }},
 		{"sluice-tokenbucket", func(b *testing.B, c *redis.Client) taker { return strictRedis(b, c, tokenbucket.New(), strict) }},
+		// The layout a Cluster gets: a 5-byte hash tag more per key.
+		{"sluice-gcra-tagged", func(b *testing.B, c *redis.Client) taker {
+			return strictRedis(b, c, gcra.New(), strict, redisstore.WithHashTag(redisstore.DefaultTag))
+		}},
 		{"redis_rate", func(b *testing.B, c *redis.Client) taker {
 			l := redis_rate.NewLimiter(c)
 			lim := redis_rate.Limit{Rate: 1, Burst: 100, Period: 1000 * time.Hour}
@@ -218,8 +224,8 @@ func memoryPerKey(b *testing.B, c *redis.Client, n int, take taker, key func(int
 	}
 }
 
-func strictRedis(b *testing.B, c *redis.Client, alg ratelimit.Algorithm, l ratelimit.Limit) taker {
-	s, err := redisstore.New(c)
+func strictRedis(b *testing.B, c *redis.Client, alg ratelimit.Algorithm, l ratelimit.Limit, opts ...redisstore.Option) taker {
+	s, err := redisstore.New(c, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
