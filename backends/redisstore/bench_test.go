@@ -19,7 +19,8 @@ import (
 // BenchmarkApply measures one decision on one hot key against a local
 // redis-server, one caller at a time (conc=1) and from 64 goroutines
 // (conc=64): the native script for each algorithm it covers, the generic
-// path (read + compare-and-set) and a three-rule composite in one script.
+// path (read + compare-and-set), the autopipeliner and a three-rule
+// composite in one script.
 func BenchmarkApply(b *testing.B) {
 	srv := startServer(b)
 	lim := ratelimit.PerSecond(1_000_000) // every call allowed; Lua products stay in the fast range
@@ -40,6 +41,13 @@ func BenchmarkApply(b *testing.B) {
 		{"op=reserve/algo=gcra", nil, []ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: gcra.New(), Limit: lim, Cost: 1, Op: ratelimit.OpReserve, MaxWait: time.Second}}},
 		{"path=generic/algo=gcra", []redisstore.Option{redisstore.WithoutNativeScripts(), redisstore.WithCASAttempts(1000)},
 			[]ratelimit.Check{{Namespace: "g", Key: "hot", Algorithm: gcra.New(), Limit: lim, Cost: 1}}},
+		// Through go-redis's autopipeliner: only under concurrency
+		// (WithAutoPipeline) and for every call, so conc=1 shows the
+		// hand-off the first avoids.
+		{"client=autopipeline/algo=gcra", []redisstore.Option{redisstore.WithAutoPipeline(nil)},
+			[]ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: gcra.New(), Limit: lim, Cost: 1}}},
+		{"client=autopipeline-always/algo=gcra", []redisstore.Option{redisstore.WithAutoPipelineAlways()},
+			[]ratelimit.Check{{Namespace: "b", Key: "hot", Algorithm: gcra.New(), Limit: lim, Cost: 1}}},
 		{"composite=3/algo=gcra", nil, []ratelimit.Check{
 			{Namespace: "ip", Key: "{u1}10.0.0.1", Algorithm: gcra.New(), Limit: lim, Cost: 1},
 			{Namespace: "user", Key: "{u1}", Algorithm: gcra.New(), Limit: lim, Cost: 1},
