@@ -84,10 +84,14 @@ type Store struct {
 //
 // A *redis.AutoPipeliner is accepted when it is asynchronous (from
 // AsyncAutoPipeline): the store submits each command and waits for its
-// reply or the end of the call's context. New refuses a blocking one (from
-// AutoPipeline), whose Process waits for the reply whatever the context,
-// unless WithoutClientCheck is given. WithAutoPipeline builds the
-// asynchronous one from a *redis.Client or *redis.ClusterClient.
+// reply or the end of the call's context. Every call then goes through
+// it, and a lone caller pays its hand-offs between goroutines (about
+// 110 µs per call on a loaded 2-core test machine); WithAutoPipeline,
+// which builds it from a *redis.Client or *redis.ClusterClient, sends a
+// lone call directly instead and knows the key layout the client needs.
+// New refuses a blocking autopipeliner (from AutoPipeline), whose Process
+// waits for the reply whatever the context, unless WithoutClientCheck is
+// given.
 //
 // New sends nothing to Redis unless WithEvictionCheck is given.
 func New(client Client, opts ...Option) (*Store, error) {
