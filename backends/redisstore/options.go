@@ -153,9 +153,9 @@ func WithoutHashTag() Option {
 // would gain nothing and pay the autopipeliner's hand-offs between
 // goroutines. The client must be a *redis.Client or a *redis.ClusterClient
 // (New refuses others with ratelimit.ErrInvalidOption). go-redis caches one
-// autopipeliner per client and the first caller's options win; the store
-// does not close it (closing the client does). go-redis marks the API
-// experimental.
+// autopipeliner per client and the first caller's options win; stores on
+// one client share it, and the last of them to close closes it (see
+// Store.Close). go-redis marks the API experimental.
 //
 // Each call still waits for its own reply and runs its script at most
 // once: the store's commands are no-retry, and go-redis never replays a

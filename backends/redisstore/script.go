@@ -106,15 +106,17 @@ var cmdArgsPool = sync.Pool{New: func() any { return new([]any) }}
 // nothing from a pipeline and pay the autopipeliner's hand-offs between
 // goroutines.
 func (s *Store) do(ctx context.Context, cmd noRetryCmd) (inFlight bool, v any, err error) {
-	client := s.client
+	viaAP := s.ap != nil
 	if s.ownsAP {
 		if s.inFlight.Add(1) == 1 && !s.cfg.apAlways {
-			client = s.base
+			viaAP = false
 		}
 		defer s.inFlight.Add(-1)
 	}
-	if client != s.ap {
-		if err := client.Process(ctx, cmd); err != nil {
+	if !viaAP {
+		// base is the client given to New: the same as client unless
+		// WithAutoPipeline replaced client by its autopipeliner.
+		if err := s.base.Process(ctx, cmd); err != nil {
 			return false, nil, classify(err)
 		}
 		v, err := cmd.Result()
