@@ -110,7 +110,8 @@ func TestAutoPipelineAdaptive(t *testing.T) {
 // TestAsyncAutoPipelinerClient passes go-redis's asynchronous
 // autopipeliner to New: the store cannot tell what server is behind it,
 // so keys are tagged and a composite across slots is refused, unless
-// WithoutHashTag says it is one server; decisions are the same either way.
+// WithoutHashTag says it is one server; decisions are the same either way,
+// and EvictionPolicies reads the policy through it.
 func TestAsyncAutoPipelinerClient(t *testing.T) {
 	srv := startServer(t)
 	ap, err := newClient(t, srv.addr()).AsyncAutoPipeline()
@@ -135,6 +136,9 @@ func TestAsyncAutoPipelinerClient(t *testing.T) {
 			st, err := redisstore.New(ap, append(tt.opts, redisstore.WithPrefix(randomPrefix(t)))...)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if p, err := st.EvictionPolicies(t.Context()); err != nil || len(p) != 1 || p[0] != "noeviction" {
+				t.Fatalf("EvictionPolicies = %q, %v; want [noeviction]", p, err)
 			}
 			for i, want := range []bool{true, true, false} {
 				o, err := st.Apply(t.Context(), checks[0])

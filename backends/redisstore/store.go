@@ -210,12 +210,15 @@ func (s *Store) EvictionPolicies(ctx context.Context) ([]string, error) {
 		err = c.ForEachShard(ctx, get)
 	default:
 		cmd := redis.NewMapStringStringCmd(ctx, "config", "get", "maxmemory-policy")
-		if err = s.base.Process(ctx, cmd); err == nil {
-			// An asynchronous AutoPipeliner returns before the reply: Err
-			// waits for it.
-			if err = cmd.Err(); err == nil {
-				out = append(out, cmd.Val()["maxmemory-policy"])
-			}
+		if s.ap != nil {
+			// An asynchronous AutoPipeliner passed to New: wait for the
+			// reply no longer than ctx.
+			err = s.ap.Submit(ctx, cmd).WaitContext(ctx)
+		} else {
+			err = s.base.Process(ctx, cmd)
+		}
+		if err == nil {
+			out = append(out, cmd.Val()["maxmemory-policy"])
 		}
 	}
 	if err != nil {
