@@ -47,10 +47,10 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 var _ redis.Hook = (*countHook)(nil)
 
-// TestAutoPipelineAdaptiveConcurrentSafe checks where WithAutoPipeline sends commands:
-// one caller at a time goes straight to the client, many concurrent
-// callers go through the autopipeliner, and the admission count is exact
-// either way.
+// TestAutoPipelineAdaptiveConcurrentSafe checks where WithAutoPipeline
+// sends commands: one caller at a time goes straight to the client, many
+// concurrent callers go through the autopipeliner, and the admission
+// count is exact either way.
 func TestAutoPipelineAdaptiveConcurrentSafe(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr())
