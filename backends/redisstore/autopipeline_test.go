@@ -48,8 +48,9 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 var _ redis.Hook = (*countHook)(nil)
 
 // TestAutoPipelineAdaptiveConcurrentSafe checks where WithAutoPipeline
-// sends commands: one caller at a time goes straight to the client, many
-// concurrent callers go through the autopipeliner, and the admission
+// sends commands: one caller at a time and 8 concurrent callers go
+// straight to the client, 64 concurrent callers go through the
+// autopipeliner, and the admission
 // count is exact either way.
 func TestAutoPipelineAdaptiveConcurrentSafe(t *testing.T) {
 	srv := startServer(t)
@@ -71,7 +72,24 @@ func TestAutoPipelineAdaptiveConcurrentSafe(t *testing.T) {
 	if p := h.piped.Load(); single < 50 || p != 0 {
 		t.Fatalf("one caller: %d scripts sent alone and %d in pipelines, want 50 or more and 0", single, p)
 	}
-	const callers, each = 32, 100
+	// Up to the threshold of calls in flight, nothing is pipelined.
+	var few sync.WaitGroup
+	for range 8 {
+		few.Go(func() {
+			for range 20 {
+				if _, err := st.Apply(t.Context(), check); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	few.Wait()
+	if p := h.piped.Load(); p != 0 {
+		t.Fatalf("8 concurrent callers: %d scripts in pipelines, want 0 (at most 16 in flight go to the client)", p)
+	}
+	single = h.single.Load()
+	const callers, each = 64, 50
 	var (
 		wg      sync.WaitGroup
 		allowed atomic.Int64
@@ -96,9 +114,9 @@ func TestAutoPipelineAdaptiveConcurrentSafe(t *testing.T) {
 	if errs.Load() != 0 {
 		t.Fatalf("%d calls failed", errs.Load())
 	}
-	// 2000 burst, 50 spent above, 3200 asked, one token per 43 s:
-	// exactly 1950 more pass.
-	if got := allowed.Load(); got != 1950 {
+	// 2000 burst, 50 + 160 spent above, 3200 asked, one token per 43 s:
+	// exactly 1790 more pass.
+	if got := allowed.Load(); got != 1790 {
 		t.Fatalf("%d of %d concurrent calls allowed, want 1950", got, callers*each)
 	}
 	if p := h.piped.Load(); p == 0 {

@@ -29,8 +29,8 @@
 // autopipeliner, which writes the scripts of concurrent calls as one
 // pipeline and reads their replies together: fewer round trips and system
 // calls per decision when many goroutines call at once. A call made while
-// no other call of the store is under way goes to the client directly, so
-// a lone caller pays nothing for it. Each call still runs its script at
+// at most 16 calls of the store are under way goes to the client directly,
+// so few callers pay nothing for it. Each call still runs its script at
 // most once (go-redis never replays a pipeline holding a no-retry command)
 // and its outcome is the same. It is an option, not the default, because
 // the autopipeliner sends a queued command on its own context: the store

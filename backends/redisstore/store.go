@@ -87,8 +87,8 @@ type Store struct {
 // reply or the end of the call's context. Every call then goes through
 // it, and a lone caller pays its hand-offs between goroutines (about
 // 110 µs per call on a loaded 2-core test machine); WithAutoPipeline,
-// which builds it from a *redis.Client or *redis.ClusterClient, sends a
-// lone call directly instead and knows the key layout the client needs.
+// which builds it from a *redis.Client or *redis.ClusterClient, sends the
+// calls of few concurrent callers directly instead and knows the key layout the client needs.
 // New refuses a blocking autopipeliner (from AutoPipeline), whose Process
 // waits for the reply whatever the context, unless WithoutClientCheck is
 // given.
