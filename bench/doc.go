@@ -8,6 +8,15 @@
 //	go test -run '^$' -bench . -benchmem -count 10 . | tee new.txt
 //	go tool -modfile=../tools/go.mod benchstat -col /impl new.txt
 //
+// The Redis and PostgreSQL benchmarks need a server: SLUICE_BENCH_REDIS_ADDR
+// and SLUICE_BENCH_POSTGRES_DSN, or skip. Two scripts run each whole
+// comparison against a throwaway server they start on loopback, with the
+// competitors and the raw ceilings (redis-benchmark EVALSHA, pgbench) in
+// the same run, and print the ratios the issues set targets for:
+//
+//	redisbench/compare.sh   # redisload (ops/s, p50/p99/p99.9) vs redis_rate and the EVALSHA ceiling
+//	pgbench/compare.sh      # BenchmarkPostgres vs the naive pgx transaction and pgbench
+//
 // Sub-benchmark names are key=value pairs (keys=1/impl=sluice-gcra) so
 // benchstat can pivot on any of them.
 package bench
