@@ -279,7 +279,7 @@ if useG == 1 then
 
 end
 
-local tbwait, tokenbucket
+local tbwait, tbsettle, tokenbucket
 if useT + useL > 0 then
   -- tbwait returns ceil(((x-level)*period - f)/count) plus skew, 0 when
   -- level >= x, or nil when it does not fit.
@@ -288,6 +288,26 @@ if useT + useL > 0 then
     local q = muldiv(x - level - 1, period, period - f + count - 1, count)
     if q == nil then return nil end
     return skew + q
+  end
+
+  -- tbsettle returns, for a decision leaving the level at m, the state to
+  -- store when write is set (false: delete, the bucket is full), the
+  -- remaining count and the time until full; nil when that does not fit.
+  tbsettle = function(write, m, burst, stag, f, th, tl, period, count, skew)
+    local out = false
+    if write and m < burst then
+      local v = m
+      if stag == 0x31 then v = burst - m end
+      out = pack('>Bi8i8i4I4', stag, v, f, th, tl)
+    end
+    local reset = 0
+    if m < burst then
+      reset = tbwait(burst, m, period, count, f, skew)
+      if reset == nil then return nil end
+    end
+    local rem = m
+    if rem < 0 then rem = 0 end
+    return out, rem, reset
   end
 
   -- tokenbucket mirrors algorithms/tokenbucket Decide, and with tag 0x31
@@ -361,22 +381,8 @@ if useT + useL > 0 then
           m = n - cost
         end
       end
-      local out = state
-      if commit then
-        out = false
-        if m < burst then
-          local v = m
-          if stag == 0x31 then v = burst - m end
-          out = pack('>Bi8i8i4I4', stag, v, f, th, tl)
-        end
-      end
-      local reset = 0
-      if m < burst then
-        reset = tbwait(burst, m, period, count, f, skew)
-        if reset == nil then return nil end
-      end
-      local rem = m
-      if rem < 0 then rem = 0 end
+      local out, rem, reset = tbsettle(commit, m, burst, stag, f, th, tl, period, count, skew)
+      if rem == nil then return nil end
       if commit then return true, out, rem, 0, reset, reset, delay end
       local ttl = reset
       if not state then ttl = 0 end
@@ -384,23 +390,11 @@ if useT + useL > 0 then
       return false, state, rem, delay, reset, ttl, 0
     end
     local allowed = cost > 0 and cost <= burst and n >= cost
-    local level, out = n, state
-    if allowed then
-      level = n - cost
-      out = false
-      if level < burst then
-        local v = level
-        if stag == 0x31 then v = burst - level end
-        out = pack('>Bi8i8i4I4', stag, v, f, th, tl)
-      end
-    end
-    local reset = 0
-    if level < burst then
-      reset = tbwait(burst, level, period, count, f, skew)
-      if reset == nil then return nil end
-    end
-    local rem = level
-    if rem < 0 then rem = 0 end
+    local level = n
+    if allowed then level = n - cost end
+    local out, rem, reset = tbsettle(allowed, level, burst, stag, f, th, tl, period, count, skew)
+    if rem == nil then return nil end
+    if not allowed then out = state end
     if allowed then return true, out, rem, 0, reset, reset end
     local ttl = reset
     if not state then ttl = 0 end
