@@ -182,9 +182,11 @@ func TestNativeMatchesGo(t *testing.T) {
 }
 
 // TestNativeCompositeMatchesMemory compares random composites (several
-// algorithms, repeated keys, reservations and refunds among the takes)
-// on the native path with the embedded memory store at the same
-// injected instants.
+// algorithms, repeated keys, reservations, refunds and charges among the
+// takes) on the native path with the embedded memory store at the same
+// injected instants: the outcomes, the all-or-nothing verdict (a denied
+// take voids the charges beside it; charges alone always apply) and so,
+// step after step, the states.
 func TestNativeCompositeMatchesMemory(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr())
@@ -209,12 +211,23 @@ func TestNativeCompositeMatchesMemory(t *testing.T) {
 		for j := range checks {
 			k := r.IntN(len(algs))
 			checks[j] = ratelimit.Check{Namespace: "c", Key: fmt.Sprintf("{x}%d", k), Algorithm: algs[k], Limit: limits[k], Cost: r.Int64N(3)}
-			if k <= 2 { // gcra, tokenbucket, leakybucket: reservations and refunds are native too
-				switch r.IntN(4) {
-				case 0:
+			switch r.IntN(5) {
+			case 0: // gcra, tokenbucket, leakybucket: reservations and refunds are native too
+				if k <= 2 {
 					checks[j].Op, checks[j].MaxWait = ratelimit.OpReserve, time.Duration(r.Int64N(int64(time.Second)))
-				case 1:
+				}
+			case 1:
+				if k <= 2 {
 					checks[j].Op = ratelimit.OpRefund
+				}
+			case 2:
+				// Every algorithm but slidinglog charges natively, 0 to 3
+				// Bursts. Debts here pile up over the steps (the clock
+				// advances 100 ms a step on average), so charges are
+				// limited to limits refilled within an hour: the debt then
+				// stays repayable within 2^51 ns, and no call falls back.
+				if k <= 4 && limits[k].FillTime() <= time.Hour {
+					checks[j].Op, checks[j].Cost = ratelimit.OpCharge, r.Int64N(3*limits[k].Burst+1)
 				}
 			}
 		}
@@ -312,10 +325,9 @@ func TestNativeFallback(t *testing.T) {
 }
 
 // TestNativeAfterCharge: a charge beyond Burst leaves a state in debt (a
-// count carried over, for fixedwindow). native.lua decides the debt of
-// gcra, tokenbucket and leakybucket itself; for the window algorithms the
-// takes that meet a count above Burst fall back to the generic path, with
-// the Go algorithm's outcomes, until a write replaces it.
+// count above Burst, carried over into later windows by fixedwindow).
+// native.lua decides the charge and every take after it, the debt
+// included, with the Go algorithm's outcomes and no fallback.
 func TestNativeAfterCharge(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr())
@@ -332,17 +344,7 @@ func TestNativeAfterCharge(t *testing.T) {
 		{time.Hour, ratelimit.OpTake, 1},        // repaid, but the stored state still shows the debt
 		{time.Hour, ratelimit.OpTake, 1},        // a state the script decides
 	}
-	for _, tt := range []struct {
-		alg       ratelimit.Algorithm
-		fallbacks int64
-	}{
-		{gcra.New(), 0},
-		{tokenbucket.New(), 0},
-		{leakybucket.New(), 0},
-		{fixedwindow.New(), 3},
-		{slidingwindow.New(), 3},
-	} {
-		alg := tt.alg
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()} {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			start := time.Date(2026, 4, 1, 0, 0, 0, 500, time.UTC).UnixNano()
 			clock := &manualClock{}
@@ -365,8 +367,8 @@ func TestNativeAfterCharge(t *testing.T) {
 					t.Fatalf("step %d (%s %d): got %+v %v, want %+v", i, s.op, s.cost, got, err, want)
 				}
 			}
-			if calls, fallbacks := st.NativeCounts(); calls != 5 || fallbacks != tt.fallbacks {
-				t.Fatalf("%d native calls, %d fallbacks; want 5 and %d", calls, fallbacks, tt.fallbacks)
+			if calls, fallbacks := st.NativeCounts(); calls != int64(len(steps)) || fallbacks != 0 {
+				t.Fatalf("%d native calls, %d fallbacks; want %d and 0", calls, fallbacks, len(steps))
 			}
 		})
 	}
@@ -448,12 +450,12 @@ func TestNativeSlidingLogStates(t *testing.T) {
 }
 
 // TestNativeReserveMatchesGo is the differential test of native.lua's
-// reservations and refunds (gcra, tokenbucket, leakybucket): random
-// sequences of takes, reservations (with random MaxWait), refunds and
-// charges (the generic path, which leaves states in debt for the native
-// calls after it) at injected instants against ratelimit.Evaluate on the
-// Go algorithm, comparing every outcome field, Delay included, and the
-// stored state byte for byte.
+// reservations, refunds and charges of gcra, tokenbucket and leakybucket:
+// random sequences of takes, reservations (with random MaxWait), refunds
+// and charges (which leave states in debt for the calls after them) at
+// injected instants against ratelimit.Evaluate on the Go algorithm,
+// comparing every outcome field, Delay included, and the stored state
+// byte for byte.
 func TestNativeReserveMatchesGo(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr())
@@ -524,9 +526,7 @@ func TestNativeReserveMatchesGo(t *testing.T) {
 					if stored := storedState(t, c, prefix); want.Changed && string(stored) != string(state) {
 						t.Fatalf("limit %+v, history:\n%s\nstored state %x, Go state %x", l, joinLines(history), stored, state)
 					}
-					if op != ratelimit.OpCharge {
-						nativeSteps++
-					}
+					nativeSteps++
 				}
 				if err := st.Reset(t.Context(), "r", key); err != nil {
 					t.Fatal(err)
@@ -534,12 +534,13 @@ func TestNativeReserveMatchesGo(t *testing.T) {
 			}
 			calls, fallbacks := st.NativeCounts()
 			if calls != int64(nativeSteps) {
-				t.Fatalf("%d native calls for %d steps without a charge", calls, nativeSteps)
+				t.Fatalf("%d native calls for %d steps", calls, nativeSteps)
 			}
 			// Debts whose repayment takes over 2^51 ns (MaxDebt allows up
-			// to MaxWindowSpan) fall back until repaid, and reservations
-			// and charges here run deep often; most calls must still be
-			// native.
+			// to MaxWindowSpan) fall back until repaid, and so do gcra
+			// charges of 2^52 ns or more; reservations and charges here
+			// run deep often (a quarter of the charges cost about
+			// MaxCost); most calls must still be native.
 			if fallbacks*2 > calls {
 				t.Fatalf("%d of %d calls fell back to the generic path", fallbacks, calls)
 			}

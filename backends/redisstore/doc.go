@@ -52,8 +52,9 @@
 // data is ever part of a script's source.
 //
 // The native script covers OpTake for the in-repo gcra, tokenbucket,
-// leakybucket, fixedwindow, slidingwindow and slidinglog algorithms, and
-// OpReserve and OpRefund for gcra, tokenbucket and leakybucket, under
+// leakybucket, fixedwindow, slidingwindow and slidinglog algorithms,
+// OpReserve and OpRefund for gcra, tokenbucket and leakybucket, and
+// OpCharge for all of them but slidinglog (which has no Charge), under
 // limits whose Period and time to refill Burst (Limit.FillTime) are at
 // most 2^51 ns, about 26 days, which includes per-second to per-day
 // limits; contributed algorithms take the generic path. Lua numbers are
@@ -67,11 +68,14 @@
 // decodes with a single struct.unpack; states are decoded and encoded with
 // struct as well. Its decisions and stored states equal the Go algorithms'
 // bit for bit (the package's differential tests compare them at injected
-// instants). When it meets a state outside its exact range (one more than
-// 2^51 ns in the future, a debt whose repayment takes longer, a window
-// count above Burst after a Charge, a log entry with a count or gap of
-// 2^52 or more, undecodable bytes) it writes nothing and the call is
-// decided on the generic path. A composite whose checks all qualify is
+// instants). A charge is never denied: a call of charges only always
+// writes, and charges beside takes or reservations apply only when those
+// are allowed, as in every Store. When the script meets a state outside
+// its exact range (one more than 2^51 ns in the future, a debt or a
+// window count above Burst carried over by a Charge whose repayment takes
+// longer, a gcra charge of 2^52 ns or more, a log entry with a count or
+// gap of 2^52 or more, undecodable bytes) it writes nothing and the call
+// is decided on the generic path. A composite whose checks all qualify is
 // one script call too.
 //
 // Every other case takes the generic path, so any Algorithm, including a
@@ -81,9 +85,10 @@
 // nothing. On a conflict it returns a fresh snapshot and the store decides
 // again after a short random backoff, up to WithCASAttempts times (then
 // ErrContention). A decision that writes nothing (a denial, a peek) needs
-// only the first round trip. OpCharge, and OpReserve and OpRefund of
-// algorithms other than gcra, tokenbucket and leakybucket, always take
-// this path.
+// only the first round trip. OpReserve, OpRefund and OpCharge of
+// algorithms without a native program for them always take this path
+// (and report ratelimit.ErrUnsupported when the algorithm lacks the
+// capability, as a slidinglog charge does).
 //
 // # Keys
 //

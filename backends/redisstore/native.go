@@ -24,7 +24,8 @@ var nativeScript = newScript(nativeSrc)
 
 const (
 	// nativeStride is the number of values in native.lua's argument for
-	// one check, without the op and MaxWait a reservation or refund adds.
+	// one check, without the op and MaxWait a reservation, a refund or a
+	// charge adds.
 	nativeStride = 13
 	// replyStride is the number of values per check in native.lua's
 	// reply.
@@ -72,9 +73,11 @@ func nativeAlg(alg ratelimit.Algorithm) int {
 }
 
 // nativeCovers reports whether native.lua can apply every check exactly:
-// an OpTake of an algorithm with a Lua program, or an OpReserve or
-// OpRefund of gcra, tokenbucket or leakybucket, under a limit whose Period
-// and FillTime are at most 2^51 ns (about 26 days).
+// an OpTake of an algorithm with a Lua program, an OpReserve or OpRefund
+// of gcra, tokenbucket or leakybucket, or an OpCharge of any of them but
+// slidinglog (which has no Charge: its charges take the generic path,
+// which reports ratelimit.ErrUnsupported), under a limit whose Period and
+// FillTime are at most 2^51 ns (about 26 days).
 func nativeCovers(checks []ratelimit.Check) bool {
 	for i := range checks {
 		c := &checks[i]
@@ -85,6 +88,7 @@ func nativeCovers(checks []ratelimit.Check) bool {
 		case c.Op == ratelimit.OpTake:
 		case (c.Op == ratelimit.OpReserve || c.Op == ratelimit.OpRefund) &&
 			(code == codeGCRA || code == codeTokenBucket || code == codeLeakyBucket):
+		case c.Op == ratelimit.OpCharge && code != codeSlidingLog:
 		default:
 			return false
 		}
@@ -232,7 +236,8 @@ type argsKey struct {
 const maxCachedArgs = 4096
 
 // checkArg returns native.lua's argument for c: nativeStride doubles (see
-// appendDoubles), then for a reservation or a refund the op and MaxWait.
+// appendDoubles), then for a reservation, a refund or a charge the op and
+// MaxWait (0 but for a reservation).
 // Everything but a reservation's MaxWait depends only on the algorithm,
 // the op, the cost and the limit, so it is cached, already boxed as an
 // interface value; a reservation appends its MaxWait on each call.
@@ -256,10 +261,12 @@ func (s *Store) checkArg(c *ratelimit.Check) any {
 	return string(appendDoubles([]byte(a), int64(opReserve), min(int64(c.MaxWait), 1<<53-1)))
 }
 
-// Op codes of native.lua, appended to a gcra check's argument.
+// Op codes of native.lua, appended to a check's argument; they equal
+// ratelimit.OpReserve, OpRefund and OpCharge.
 const (
 	opReserve = 1
 	opRefund  = 2
+	opCharge  = 3
 )
 
 // buildArg builds the cached part of native.lua's argument for k.
@@ -270,7 +277,7 @@ func buildArg(k argsKey) any {
 	case codeGCRA:
 		p[0], p[1] = units(l.Burst, l)
 		switch {
-		case k.op == ratelimit.OpRefund:
+		case k.op == ratelimit.OpRefund || k.op == ratelimit.OpCharge:
 			p[2], p[3] = refundSpan(k.cost, l)
 		case k.cost <= l.Burst:
 			p[2], p[3] = units(k.cost, l)
@@ -284,6 +291,8 @@ func buildArg(k argsKey) any {
 	case codeTokenBucket, codeLeakyBucket:
 		// the deepest debt, at most 2^50 units: exact in a double
 		p[6] = ratelimit.MaxDebt(l)
+	case codeFixedWindow:
+		p[0] = min(fixedMaxUsed(l), 1<<51)
 	}
 	b := make([]byte, 0, 8*(nativeStride+2))
 	b = appendDoubles(b, int64(k.code), k.cost, l.Burst, l.Count, int64(l.Period))
@@ -293,13 +302,28 @@ func buildArg(k argsKey) any {
 		// MaxWait follows, per call.
 	case ratelimit.OpRefund:
 		b = appendDoubles(b, opRefund, 0)
+	case ratelimit.OpCharge:
+		b = appendDoubles(b, opCharge, 0)
 	}
 	return string(b)
 }
 
+// fixedMaxUsed is algorithms/fixedwindow's bound on the count a state
+// carries, Burst·(MaxWindowSpan/Period + 1), at most 2^62: a charge stops
+// there. native.lua receives it capped at 2^51 and falls back for any
+// count that reaches the cap.
+func fixedMaxUsed(l ratelimit.Limit) int64 {
+	k := int64(ratelimit.MaxWindowSpan/l.Period) + 1
+	if l.Burst > (1<<62)/k {
+		return 1 << 62
+	}
+	return l.Burst * k
+}
+
 // refundSpan returns units(min(amount, Burst+MaxDebt)), the span gcra's
-// Refund adds, capped at debtCap: the script decides only states at most
-// 2^51 ns in the future, which any span of 2^52 ns refills to full.
+// Refund adds and Charge takes, capped at debtCap: the script decides only
+// states at most 2^51 ns in the future, which any span of 2^52 ns refills
+// to full; it falls back for a charge of a capped span.
 func refundSpan(amount int64, l ratelimit.Limit) (q, r int64) {
 	x := min(amount, l.Burst+ratelimit.MaxDebt(l))
 	hi, lo := bits.Mul64(uint64(x), uint64(l.Period))

@@ -1,9 +1,12 @@
 -- native.lua: the native path. Applies one or several takes of the
 -- in-repo algorithms gcra, tokenbucket, leakybucket (as a meter),
--- fixedwindow, slidingwindow and slidinglog, and reservations and refunds
--- of gcra, tokenbucket and leakybucket, atomically, all or nothing,
--- reproducing their Go Decide, Reserve and Refund bit for bit with integer
--- arithmetic.
+-- fixedwindow, slidingwindow and slidinglog, reservations and refunds of
+-- gcra, tokenbucket and leakybucket, and charges of all but slidinglog,
+-- atomically, all or nothing, reproducing their Go Decide, Reserve, Refund
+-- and Charge bit for bit with integer arithmetic. A charge is never
+-- denied: a call whose checks are all charges always writes (status 1),
+-- and one mixing charges with takes or reservations writes nothing when
+-- one of those is denied, as the Go stores do.
 --
 -- Lua numbers are doubles: integers are exact below 2^53. The store sends
 -- a check here only when Period and the time to refill Burst are at most
@@ -12,7 +15,8 @@
 -- the product is below 2^52, else an exact shift-and-add with a running
 -- quotient and remainder). Absolute instants (~1.8e18 ns) are kept as two
 -- 32-bit halves (hi, lo) and only differences are taken as numbers. Any
--- case outside these bounds (a state far in the future, debt, corrupt
+-- case outside these bounds (a state far in the future, a debt or a
+-- carried window count whose repayment takes 2^52 ns or more, corrupt
 -- state) makes the script return {-1} before writing anything, and the
 -- store then decides that call on its generic path.
 --
@@ -30,17 +34,23 @@
 --   slidinglog), cost, burst, count,
 --   period, then for gcra the spans (q + r/count ns) tau, units(cost),
 --   units(1) and debt as q, r pairs; for tokenbucket and leakybucket,
---   zeros but MaxDebt in the seventh; for the others, zeros. A
---   reservation (op 1) or refund (op 2) of gcra, tokenbucket or
---   leakybucket appends two doubles: the op and MaxWait in ns; a gcra
---   refund's units(cost) is units(min(cost, Burst + MaxDebt)), capped at
---   2^52.
+--   zeros but MaxDebt in the seventh; for fixedwindow, the largest count
+--   a state carries, min(Burst*(MaxWindowSpan/Period + 1), 2^51), then
+--   zeros; for the others, zeros. A reservation (op 1) or refund (op 2)
+--   of gcra, tokenbucket or leakybucket, or a charge (op 3) of any
+--   algorithm but slidinglog, appends two doubles: the op and MaxWait in
+--   ns (0 but for a reservation); a gcra refund's or charge's units(cost)
+--   is units(min(cost, Burst + MaxDebt)), capped at 2^52.
 -- Returns little-endian doubles packed in one string (cheaper to build
 -- and to parse than an array of integers): status, then per check
--- allowed, changed, remaining, retry_after (-1 for never), reset_after,
--- ttl and delay (a reservation's wait, else 0), with status 1 (all
--- allowed, written) or 0 (denied, nothing written); or the status -1
--- alone (use the generic path).
+-- allowed (for a charge: whether one more unit would pass), changed,
+-- remaining, retry_after (-1 for never), reset_after, ttl and delay (a
+-- reservation's wait, else 0), with status 1 (every take and reservation
+-- allowed, written) or 0 (one denied, nothing written); or the status -1
+-- alone (use the generic path). The algorithm functions return ok (nil to
+-- fall back; false for a denied take or reservation, which writes
+-- nothing), the new state (false to delete), remaining, retry, reset,
+-- ttl, delay and, for a charge only, whether one more unit passes.
 
 -- Constants are literals (2^20 = 1048576, 2^32 = 4294967296,
 -- 2^51 = 2251799813685248, 2^52 = 4503599627370496): a local would be an
@@ -152,13 +162,14 @@ if useG == 1 then
         if aq < lq or (aq == lq and ar < lr) then aq, ar = lq, lr end
       end
     end
-    if op == 2 or (op == 1 and cost > 0 and cost <= burst) then
-      -- Reserve (op 1, for 0 < cost <= burst) and Refund (op 2) of
-      -- algorithms/gcra on the settled refill a = (aq, ar), written here
-      -- so that a take creates no closure for them. For a refund, (uq, ur)
-      -- is units(min(amount, Burst + MaxDebt)), capped at 2^52 (more
-      -- fills any bucket the script decides). The returns are a take's
-      -- and the delay.
+    if op >= 2 or (op == 1 and cost > 0 and cost <= burst) then
+      -- Reserve (op 1, for 0 < cost <= burst), Refund (op 2) and Charge
+      -- (op 3) of algorithms/gcra on the settled refill a = (aq, ar),
+      -- written here so that a take creates no closure for them. For a
+      -- refund or a charge, (uq, ur) is units(min(amount, Burst +
+      -- MaxDebt)), capped at 2^52 (more fills any bucket the script
+      -- decides; a charge that large falls back). The returns are a
+      -- take's and the delay; a charge adds whether one more unit passes.
       -- outcome returns remaining = floor(a*count/period) (0 in debt, at
       -- most burst) and reset = ceil(tau - a) for a = (q, r).
       local function outcome(q, r)
@@ -177,7 +188,23 @@ if useG == 1 then
         return rem, reset
       end
       local nq, nr, delay, commit = aq, ar, 0, true
-      if op == 2 then
+      if op == 3 then
+        -- next = max(a - units(amount), -debt); a charge of 0 is a peek
+        if cost == 0 then
+          commit = false
+        else
+          if uq >= 4503599627370496 then return nil end
+          nq, nr = aq - uq, ar - ur
+          if nr < 0 then nr = nr + count; nq = nq - 1 end
+          local lq, lr = -dq, -dr
+          if lr < 0 then lr = lr + count; lq = lq - 1 end
+          if nq < lq or (nq == lq and nr < lr) then
+            -- a debt span capped at 2^52 is not the real bound
+            if dq >= 4503599627370496 then return nil end
+            nq, nr = lq, lr
+          end
+        end
+      elseif op == 2 then
         -- a refund of 0 or into a full bucket changes nothing
         if cost == 0 or not (aq < tq or (aq == tq and ar < tr)) then
           commit = false
@@ -201,10 +228,26 @@ if useG == 1 then
         if lr < 0 then lr = lr + count; lq = lq - 1 end
         if delay > maxwait or nq < lq or (nq == lq and nr < lr) then commit = false end
       end
+      -- peek returns a charge's wait for one unit on the refill (q, r):
+      -- ceil(units(1) - a), 0 when it passes now (created for charges only)
+      local peek
+      if op == 3 then
+        peek = function(q, r)
+          local wq, wr = oq - q, o_r - r
+          if wr < 0 then wr = wr + count; wq = wq - 1 end
+          if wq < 0 then return 0 end
+          if wr > 0 then return wq + 1 end
+          return wq
+        end
+      end
       if not commit then
         local rem, reset = outcome(aq, ar)
         local ttl = reset
         if not state then ttl = 0 end
+        if op == 3 then
+          local w = peek(aq, ar)
+          return true, state, rem, w, reset, ttl, 0, w == 0
+        end
         if op == 2 then return true, state, rem, 0, reset, ttl, 0 end
         return false, state, rem, delay, reset, ttl, 0
       end
@@ -221,6 +264,10 @@ if useG == 1 then
         out = pack('>Bi4I4i8', 0x21, sh, sl, f)
       end
       local rem, reset = outcome(nq, nr)
+      if op == 3 then
+        local w = peek(nq, nr)
+        return true, out, rem, w, reset, reset, 0, w == 0
+      end
       return true, out, rem, 0, reset, reset, delay
     end
     local wq, wr -- the span to wait for: units(cost), or units(1) to peek
@@ -342,9 +389,14 @@ if useT + useL > 0 then
       -- debt deeper than MaxDebt (md) is MaxDebt, as arith.Settle clamps it
       if sn < -md then sn, f = -md, 0 end
       -- over 2^52 ns refill a bucket holding 0 or more (FillTime <=
-      -- 2^51), but not one in debt, whose repayment may take up to
-      -- MaxWindowSpan (about 2^61.5 ns): generic path
-      if d == nil and sn < 0 then return nil end
+      -- 2^51), but not always one in debt, whose repayment may take up to
+      -- MaxWindowSpan (about 2^61.5 ns): it is full when what refills in
+      -- 2^52 - 2^32 ns (less than any far-past elapsed time) repays it
+      -- (a quotient over 2^51 does), else generic path
+      if d == nil and sn < 0 then
+        local q = muldiv(4503595332403200, count, 0, period)
+        if q ~= nil and q < burst - sn then return nil end
+      end
       if sn >= burst or d == nil then
         n, f = burst, 0
       else
@@ -356,6 +408,27 @@ if useT + useL > 0 then
         end
       end
       th, tl = nh, nl
+    end
+    if op == 3 then
+      -- Charge of algorithms/tokenbucket and algorithms/leakybucket: take
+      -- min(amount, burst + md) unconditionally, the level stopping at -md
+      -- with no fraction; a charge of 0 is a peek. The outcome is the new
+      -- state's as a peek would see it: allowed when one unit is there.
+      local m, g = n, f
+      if cost > 0 then
+        m = n - math.min(cost, burst + md)
+        if m < -md then m, g = -md, 0 end
+      end
+      local out, rem, reset = tbsettle(cost > 0, m, burst, stag, g, th, tl, period, count, skew)
+      if rem == nil then return nil end
+      local retry = tbwait(1, m, period, count, g, skew)
+      if retry == nil then return nil end
+      local ttl = reset
+      if cost == 0 then
+        out = state
+        if not state then ttl = 0 end
+      end
+      return true, out, rem, retry, reset, ttl, 0, m >= 1
     end
     if op == 2 or (op == 1 and cost > 0 and cost <= burst) then
       -- Reserve (op 1) and Refund (op 2) of algorithms/tokenbucket and
@@ -421,55 +494,114 @@ if useF + useS > 0 then
   end
 end
 
-local fixedwindow
+local fwwait, fixedwindow
 if useF == 1 then
-  -- fixedwindow mirrors algorithms/fixedwindow Decide for a state whose
-  -- count is at most Burst (a larger one, left by Charge or another Limit,
-  -- carries over into later windows: generic path). The window of now
-  -- starts at now - (now mod period); with a count of at most Burst a
-  -- denied cost fits at the start of the next window, so every wait is
-  -- skew + period - el, el being the time elapsed in the window.
-  fixedwindow = function(state, nh, nl, cost, burst, period)
+  -- fwwait mirrors fixedwindow's wait: the time from the caller's now
+  -- until x more units fit on top of used, 0 when used + x <= burst, else
+  -- until the start of window j = ceil((used + x - burst)/burst) after
+  -- this one, el ns into it; nil when j*period reaches 2^52.
+  fwwait = function(used, x, burst, period, el, skew)
+    local n = used + x
+    if n <= burst then return 0 end
+    if n <= 2 * burst then return skew + period - el end
+    local w = muldiv(n - 1, 1, 0, burst) * period
+    if w >= 4503599627370496 then return nil end
+    return skew + w - el
+  end
+
+  -- fixedwindow mirrors algorithms/fixedwindow Decide and (op 3) Charge.
+  -- The window of now starts at now - (now mod period). A count above
+  -- Burst, left by a charge, is carried into the following windows at
+  -- Burst per window; mu is the largest count a state may carry,
+  -- min(Burst*(MaxWindowSpan/Period + 1), 2^51): a count of 2^51 or more,
+  -- or one above Burst met after 2^52 ns, falls back.
+  fixedwindow = function(state, nh, nl, cost, burst, period, mu, op)
     local wh, wl, el, used, skew = nil, nil, nil, 0, 0
     if state then
       if #state ~= 17 then return nil end
       local tag, sh, sl, c = unpack('>Bi4I4i8', state)
       if tag ~= 0x41 then return nil end
-      if c > burst then return nil end
+      if c >= 2251799813685248 then return nil end
+      if c > mu then c = mu end
+      if c < 0 then c = 0 end
       local dh = nh - sh
       local d
       if dh >= -1048576 and dh < 1048576 then
         d = dh * 4294967296 + (nl - sl)
       elseif dh < 0 then
         return nil
-      end -- else far in the past (d == nil)
+      elseif c > burst then
+        -- a carried count is gone after k >= c/burst windows; the elapsed
+        -- time is over 2^52 - 2^32 ns, at least that many windows (over
+        -- 2^51 of them when muldiv returns nil, more than c/burst)
+        local k = muldiv(4503595332403200, 1, 0, period)
+        if k ~= nil and k * burst < c then return nil end
+      end -- else far in the past (d == nil): a fresh window
       if d ~= nil and d < period then
         if d < 0 then
           skew = -d
           if skew > 2251799813685248 then return nil end
           d = 0
         end
-        wh, wl, el = sh, sl, d
-        if c > 0 then used = c end
+        wh, wl, el, used = sh, sl, d, c
+      elseif d ~= nil and c > burst then
+        -- k windows later, k*burst of the count has been carried off (all
+        -- of it when k is over 2^51, nil)
+        local k = muldiv(d, 1, 0, period)
+        if k ~= nil and k * burst < c then
+          local kp = k * period
+          wl = sl + kp
+          local ch = floor(wl / 4294967296)
+          wh, wl, el, used = sh + ch, wl - ch * 4294967296, d - kp, c - k * burst
+        end
       end
     end
     if el == nil then
       wh, wl, el = windowstart(nh, nl, period)
     end
-    local wait = skew + period - el
+    if op == 3 then
+      -- a charge counts min(used + amount, mu) unconditionally; 0 peeks
+      local u = used
+      if cost > 0 then
+        u = used + cost
+        if u > mu then u = mu end
+        if u >= 2251799813685248 then return nil end
+      end
+      local reset = 0
+      if u > 0 then
+        reset = fwwait(u, burst, burst, period, el, skew)
+        if reset == nil then return nil end
+      end
+      local retry = fwwait(u, 1, burst, period, el, skew)
+      if retry == nil then return nil end
+      local out, ttl = state, reset
+      if cost > 0 then
+        out = pack('>Bi4I4i8', 0x41, wh, wl, u)
+      elseif not state then
+        ttl = 0
+      end
+      local rem = burst - u
+      if rem < 0 then rem = 0 end
+      return true, out, rem, retry, reset, ttl, 0, retry == 0
+    end
     if cost == 0 or cost > burst or used + cost > burst then
       local reset, ttl = 0, 0
-      if used > 0 then reset = wait end
+      if used > 0 then
+        reset = fwwait(used, burst, burst, period, el, skew)
+        if reset == nil then return nil end
+      end
       if state then ttl = reset end
       local rem = burst - used
+      if rem < 0 then rem = 0 end
       if cost > burst then return false, state, rem, -1, reset, ttl end
-      if cost == 0 then
-        if used + 1 <= burst then return true, state, rem, 0, reset, ttl end
-        return false, state, rem, wait, reset, ttl
-      end
-      return false, state, rem, wait, reset, ttl
+      local x = cost
+      if x == 0 then x = 1 end
+      local retry = fwwait(used, x, burst, period, el, skew)
+      if retry == nil then return nil end
+      return cost == 0 and retry == 0, state, rem, retry, reset, ttl
     end
     used = used + cost
+    local wait = skew + period - el
     return true, pack('>Bi4I4i8', 0x41, wh, wl, used), burst - used, 0, wait, wait
   end
 end
@@ -487,16 +619,17 @@ if useS == 1 then
     return period - q
   end
 
-  -- slidingwindow mirrors algorithms/slidingwindow Decide for states whose
-  -- counts are at most Burst (larger ones, left by Charge or another Limit,
-  -- take the generic path).
-  slidingwindow = function(state, nh, nl, cost, burst, period)
+  -- slidingwindow mirrors algorithms/slidingwindow Decide and (op 3)
+  -- Charge for states whose counts are below 2^51 (a charge may leave
+  -- counts above Burst; larger ones, up to MaxCounted = 2^61, take the
+  -- generic path).
+  slidingwindow = function(state, nh, nl, cost, burst, period, op)
     local wh, wl, el, cur, prev, skew = nil, nil, nil, 0, 0, 0
     if state then
       if #state ~= 25 then return nil end
       local tag, sh, sl, c, p = unpack('>Bi4I4i8i8', state)
       if tag ~= 0x51 then return nil end
-      if c > burst or p > burst then return nil end
+      if c >= 2251799813685248 or p >= 2251799813685248 then return nil end
       if c < 0 then c = 0 end
       if p < 0 then p = 0 end
       local dh = nh - sh
@@ -537,6 +670,24 @@ if useS == 1 then
       end
       if d == 0 then return 0 end
       return skew + d
+    end
+    if op == 3 then
+      -- a charge counts amount in this window unconditionally; 0 peeks
+      local out = state
+      if cost > 0 then
+        cur = cur + cost
+        if cur >= 2251799813685248 then return nil end
+        est = est + cost
+        out = pack('>Bi4I4i8i8', 0x51, wh, wl, cur, prev)
+      end
+      local rem = burst - est
+      if rem < 0 then rem = 0 end
+      local reset = 0
+      if cur > 0 then reset = skew + 2 * period - el elseif prev > 0 then reset = skew + period - el end
+      local ttl = reset
+      if cost == 0 and not state then ttl = 0 end
+      local retry = wait(1)
+      return true, out, rem, retry, reset, ttl, 0, retry == 0
     end
     if cost == 0 or cost > burst or est + cost > burst then
       local rem = burst - est
@@ -703,7 +854,8 @@ end
 
 local function decide(state, nh, nl, arg)
   local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack('<ddddddddddddd', arg)
-  -- a reservation or a refund appends the op (1 or 2) and MaxWait
+  -- a reservation, a refund or a charge appends the op (1, 2 or 3) and
+  -- MaxWait
   local op, maxwait = 0, 0
   if #arg > 104 then op, maxwait = unpack('<dd', arg, 105) end
   if alg == 1 then
@@ -714,9 +866,9 @@ local function decide(state, nh, nl, arg)
   elseif alg == 3 then
     return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31, dq, op, maxwait)
   elseif alg == 4 then
-    return fixedwindow(state, nh, nl, cost, burst, period)
+    return fixedwindow(state, nh, nl, cost, burst, period, tq, op)
   elseif alg == 5 then
-    return slidingwindow(state, nh, nl, cost, burst, period)
+    return slidingwindow(state, nh, nl, cost, burst, period, op)
   end
   return slidinglog(state, nh, nl, cost, burst, period)
 end
@@ -740,9 +892,11 @@ local R1 = '<dddddddd'
 if #KEYS == 1 then
   local k = KEYS[1]
   local state = redis.call('GET', k)
-  local ok, out, rem, retry, reset, ttl, delay = decide(state, nh, nl, ARGV[2])
+  local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, ARGV[2])
   if ok == nil then return pack('<d', -1) end
   if not ok then return pack(R1, 0, 0, 0, rem, retry, reset, ttl, 0) end
+  local a = 1
+  if peek == false then a = 0 end
   local ch = 0
   if out ~= state then
     ch = 1
@@ -753,7 +907,7 @@ if #KEYS == 1 then
       redis.call('SET', k, out, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
     end
   end
-  return pack(R1, 1, 1, ch, rem, retry, reset, ttl, delay or 0)
+  return pack(R1, 1, a, ch, rem, retry, reset, ttl, delay or 0)
 end
 
 local cur, last, changed = {}, {}, {}
@@ -766,9 +920,10 @@ for i = 1, #KEYS do
     s = redis.call('GET', k)
     cur[k] = s
   end
-  local ok, out, rem, retry, reset, ttl, delay = decide(s, nh, nl, ARGV[i + 1])
+  local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[i + 1])
   if ok == nil then return pack('<d', -1) end
-  local ch = 0
+  local ch, a = 0, 0
+  if ok and peek ~= false then a = 1 end
   if ok then
     if out ~= s then ch = 1; changed[k] = true end
     cur[k] = out
@@ -776,7 +931,7 @@ for i = 1, #KEYS do
     allowed = false
   end
   last[k] = ttl
-  parts[i] = pack('<ddddddd', ok and 1 or 0, ch, rem, retry, reset, ttl, delay or 0)
+  parts[i] = pack('<ddddddd', a, ch, rem, retry, reset, ttl, delay or 0)
 end
 if not allowed then return pack('<d', 0) .. table.concat(parts) end
 for k, _ in pairs(changed) do
