@@ -47,82 +47,112 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 var _ redis.Hook = (*countHook)(nil)
 
+// mainPoolGets is how many times c took a connection from its main pool
+// (the one plain commands use, not the pipeline pool).
+func mainPoolGets(c *redis.Client) int64 {
+	st := c.PoolStats()
+	return int64(st.Hits) + int64(st.Misses)
+}
+
 // TestAutoPipelineAdaptiveConcurrentSafe checks where WithAutoPipeline
-// sends commands: one caller at a time and 8 concurrent callers go
-// straight to the client, 64 concurrent callers go through the
-// autopipeliner, and the admission
-// count is exact either way.
+// sends commands, and that the admission count is exact either way. Half
+// duplex: one caller at a time and 8 concurrent callers go straight to the
+// client, 64 concurrent callers go through the autopipeliner. Full duplex
+// (the default): every call goes through it, so none takes a connection
+// from the client's main pool.
 func TestAutoPipelineAdaptiveConcurrentSafe(t *testing.T) {
-	srv := startServer(t)
-	c := newClient(t, srv.addr())
-	h := &countHook{}
-	c.AddHook(h)
-	st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithAutoPipeline(nil))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		opts *redis.AutoPipelineOptions
+		full bool
+	}{
+		{"half-duplex", redis.DefaultAutoPipelineOptions(), false},
+		{"full-duplex-default", nil, true},
 	}
-	t.Cleanup(func() { _ = st.Close() })
-	check := ratelimit.Check{Namespace: "a", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.Limit{Count: 2000, Period: 24 * time.Hour, Burst: 2000}, Cost: 1}
-	for range 50 {
-		if _, err := st.Apply(t.Context(), check); err != nil {
-			t.Fatal(err)
-		}
-	}
-	single := h.single.Load()
-	if p := h.piped.Load(); single < 50 || p != 0 {
-		t.Fatalf("one caller: %d scripts sent alone and %d in pipelines, want 50 or more and 0", single, p)
-	}
-	// Up to the threshold of calls in flight, nothing is pipelined.
-	var few sync.WaitGroup
-	for range 8 {
-		few.Go(func() {
-			for range 20 {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t)
+			c := newClient(t, srv.addr())
+			h := &countHook{}
+			c.AddHook(h)
+			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithAutoPipeline(tt.opts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			check := ratelimit.Check{Namespace: "a", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.Limit{Count: 2000, Period: 24 * time.Hour, Burst: 2000}, Cost: 1}
+			gets := mainPoolGets(c)
+			for range 50 {
 				if _, err := st.Apply(t.Context(), check); err != nil {
-					t.Error(err)
-					return
+					t.Fatal(err)
 				}
 			}
-		})
-	}
-	few.Wait()
-	if p := h.piped.Load(); p != 0 {
-		t.Fatalf("8 concurrent callers: %d scripts in pipelines, want 0 (at most 16 in flight go to the client)", p)
-	}
-	single = h.single.Load()
-	const callers, each = 64, 50
-	var (
-		wg      sync.WaitGroup
-		allowed atomic.Int64
-		errs    atomic.Int64
-	)
-	for range callers {
-		wg.Go(func() {
-			for range each {
-				o, err := st.Apply(t.Context(), check)
-				switch {
-				case err != nil:
-					if errs.Add(1) == 1 {
-						t.Log(err)
+			single := h.single.Load()
+			switch p := h.piped.Load(); {
+			case single < 50:
+				t.Fatalf("one caller: the hook saw %d scripts, want 50 or more", single)
+			case !tt.full && p != 0:
+				t.Fatalf("one caller: %d scripts in pipelines, want 0", p)
+			}
+			// Up to the threshold of calls in flight, half duplex pipelines
+			// nothing.
+			var few sync.WaitGroup
+			for range 8 {
+				few.Go(func() {
+					for range 20 {
+						if _, err := st.Apply(t.Context(), check); err != nil {
+							t.Error(err)
+							return
+						}
 					}
-				case o.Allowed:
-					allowed.Add(1)
-				}
+				})
 			}
+			few.Wait()
+			if p := h.piped.Load(); !tt.full && p != 0 {
+				t.Fatalf("8 concurrent callers: %d scripts in pipelines, want 0 (at most 16 in flight go to the client)", p)
+			}
+			single = h.single.Load()
+			const callers, each = 64, 50
+			var (
+				wg      sync.WaitGroup
+				allowed atomic.Int64
+				errs    atomic.Int64
+			)
+			for range callers {
+				wg.Go(func() {
+					for range each {
+						o, err := st.Apply(t.Context(), check)
+						switch {
+						case err != nil:
+							if errs.Add(1) == 1 {
+								t.Log(err)
+							}
+						case o.Allowed:
+							allowed.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if errs.Load() != 0 {
+				t.Fatalf("%d calls failed", errs.Load())
+			}
+			// 2000 burst, 50 + 160 spent above, 3200 asked, one token per
+			// 43 s: exactly 1790 more pass.
+			if got := allowed.Load(); got != 1790 {
+				t.Fatalf("%d of %d concurrent calls allowed, want 1790", got, callers*each)
+			}
+			switch g := mainPoolGets(c) - gets; {
+			case tt.full && g != 0:
+				// Full duplex runs process hooks per command, so the hook
+				// cannot tell; the pool can.
+				t.Fatalf("full duplex: %d connections taken from the main pool, want 0 (every script on the autopipeliner's)", g)
+			case !tt.full && h.piped.Load() == 0:
+				t.Fatalf("%d concurrent callers: no command went through the autopipeliner", callers)
+			}
+			t.Logf("concurrent phase: %d scripts alone, %d in pipelines (hook counts)", h.single.Load()-single, h.piped.Load())
 		})
 	}
-	wg.Wait()
-	if errs.Load() != 0 {
-		t.Fatalf("%d calls failed", errs.Load())
-	}
-	// 2000 burst, 50 + 160 spent above, 3200 asked, one token per 43 s:
-	// exactly 1790 more pass.
-	if got := allowed.Load(); got != 1790 {
-		t.Fatalf("%d of %d concurrent calls allowed, want 1950", got, callers*each)
-	}
-	if p := h.piped.Load(); p == 0 {
-		t.Fatalf("%d concurrent callers: no command went through the autopipeliner", callers)
-	}
-	t.Logf("concurrent phase: %d scripts alone, %d in pipelines (hook counts)", h.single.Load()-single, h.piped.Load())
 }
 
 // TestAsyncAutoPipelinerClient passes go-redis's asynchronous

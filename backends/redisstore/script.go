@@ -94,10 +94,11 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) 
 }
 
 // apMinInFlight is how many of a store's commands may be in flight, the
-// new one included, before WithAutoPipeline routes new ones through the
-// autopipeliner. Measured on loopback (bench/redisbench/compare.sh, 2
-// cores): with 8 concurrent callers the autopipeliner was 8–20% slower
-// than the plain client, with 64 it was 1.3–1.5× faster.
+// new one included, before WithAutoPipeline routes new ones through a
+// half-duplex autopipeliner (one batch in flight at a time). Measured on
+// loopback (bench/redisbench/compare.sh, 2 cores): with 8 concurrent
+// callers it was 8–20% slower than the plain client, with 64 it was
+// 1.3–1.5× faster. A full-duplex one takes every command.
 const apMinInFlight = 16
 
 // cmdArgsPool holds the argument slices of script commands.
@@ -108,14 +109,15 @@ var cmdArgsPool = sync.Pool{New: func() any { return new([]any) }}
 // does: the command may still be sent after that, so inFlight is true and
 // the error wraps ratelimit.ErrUnknownOutcome.
 //
-// Under WithAutoPipeline a command sent while at most apMinInFlight
-// commands of the store are in flight (itself included) goes straight to
-// the client: with few callers a pipeline gains little and the
-// autopipeliner's hand-offs between goroutines cost more than it saves.
+// Under WithAutoPipeline with a half-duplex autopipeliner, a command sent
+// while at most apMinInFlight commands of the store are in flight (itself
+// included) goes straight to the client: with few callers a batch-at-a-time
+// pipeline gains little and its hand-offs between goroutines cost more than
+// it saves.
 func (s *Store) do(ctx context.Context, cmd noRetryCmd) (inFlight bool, v any, err error) {
 	viaAP := s.ap != nil
-	if s.ownsAP {
-		if s.inFlight.Add(1) <= apMinInFlight && !s.cfg.apAlways {
+	if s.apMin > 0 {
+		if s.inFlight.Add(1) <= s.apMin {
 			viaAP = false
 		}
 		defer s.inFlight.Add(-1)

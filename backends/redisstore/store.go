@@ -52,9 +52,13 @@ type Store struct {
 	// through Submit and the wait ends with the caller's context.
 	ap *redis.AutoPipeliner
 	// ownsAP is set when New obtained ap for WithAutoPipeline: Close
-	// releases it, and a command sent while inFlight (the store's commands
-	// under way) is zero goes to base directly.
-	ownsAP   bool
+	// releases it.
+	ownsAP bool
+	// apMin is how many of the store's commands may be in flight, the new
+	// one included, while they still go to base directly (see do): 0 under
+	// full duplex or apAlways, apMinInFlight under the half-duplex flusher.
+	// inFlight counts the commands under way when apMin is not 0.
+	apMin    int64
 	inFlight atomic.Int64
 	kind     clientKind
 	tagged   bool
@@ -143,11 +147,16 @@ func New(client Client, opts ...Option) (*Store, error) {
 		}
 	}
 	if s.cfg.autoPipeline {
-		ap, err := acquireAutoPipeliner(client, s.cfg.apOptions)
+		opts := apOptions(client, s.cfg.apOptions)
+		ap, err := acquireAutoPipeliner(client, opts)
 		if err != nil {
 			return nil, err
 		}
 		s.client, s.ap, s.ownsAP = ap, ap, true
+		s.apMin = apMinInFlight
+		if opts != nil && opts.FullDuplex || s.cfg.apAlways {
+			s.apMin = 0
+		}
 	}
 	if s.cfg.checkEviction {
 		logf := s.cfg.logf
@@ -399,6 +408,26 @@ func acquireAutoPipeliner(client Client, opts *redis.AutoPipelineOptions) (*redi
 	}
 	apUsers.n[ap]++
 	return ap, nil
+}
+
+// apOptions returns the options WithAutoPipeline asks go-redis for: opts
+// when given, else the client's own Options.AutoPipelineOptions, else
+// full duplex (defaultAPOptions).
+func apOptions(client Client, opts *redis.AutoPipelineOptions) *redis.AutoPipelineOptions {
+	if opts != nil {
+		return opts
+	}
+	var own *redis.AutoPipelineOptions
+	switch c := client.(type) {
+	case *redis.Client:
+		own = c.Options().AutoPipelineOptions
+	case *redis.ClusterClient:
+		own = c.Options().AutoPipelineOptions
+	}
+	if own != nil {
+		return own
+	}
+	return defaultAPOptions()
 }
 
 // releaseAutoPipeliner counts one store less on ap and closes it when
