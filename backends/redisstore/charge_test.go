@@ -25,10 +25,12 @@ func chargers() []ratelimit.Algorithm {
 }
 
 // moderateLimit returns a random limit whose Period and FillTime are at
-// most 2^44 ns (about 4.9 hours): a debt or a carried count of up to 64
-// Bursts is then repaid within 2^51 ns, so native.lua decides every call.
+// most 2^43 ns (about 2.4 hours): a debt or a carried count of up to 128
+// Bursts (40 charges of at most 3 Bursts) is then repaid within 2^50 ns,
+// and the clock steps back by at most 2^48 ns, so native.lua decides
+// every call.
 func moderateLimit(r *rand.Rand) ratelimit.Limit {
-	const span = 1 << 44
+	const span = 1 << 43
 	for {
 		l := randomLimit(r)
 		if l.Period <= span && l.FillTime() <= span {
@@ -67,9 +69,9 @@ func chargeAmount(r *rand.Rand, l ratelimit.Limit, wild bool) int64 {
 // against ratelimit.Evaluate on the Go algorithm, comparing every outcome
 // field and the stored state byte for byte.
 //
-// In the moderate regime (limits refilled within 2^44 ns, charges of at
-// most 3 Bursts, at most 40 steps a key) every debt is repaid within 2^51
-// ns and no call may fall back. In the wild regime (any limit in the
+// In the moderate regime (limits refilled within 2^43 ns, charges of at
+// most 3 Bursts, 40 steps a key) every debt is repaid within 2^51 ns and
+// no call may fall back. In the wild regime (any limit in the
 // native bounds, charges up to MaxCost) the script falls back, before
 // writing, when the state it reads or the one it would write is not back
 // to full within 2^51 ns (a debt or a carried count of up to
