@@ -418,3 +418,33 @@ func storedKeys(t *testing.T, st *redisstore.Store, c *redis.Client, keys ...str
 	}
 	return s
 }
+
+// BenchmarkCharge measures one charge on one hot key against a local
+// redis-server, one caller at a time: native.lua's charge against the
+// generic path's read, decision in Go and compare-and-set.
+func BenchmarkCharge(b *testing.B) {
+	srv := startServer(b)
+	lim := ratelimit.PerSecond(1_000_000) // one unit a call never runs into debt
+	for _, alg := range chargers() {
+		for _, path := range []string{"native", "generic"} {
+			b.Run(fmt.Sprintf("backend=redis/op=charge/algo=%s/path=%s", alg.Name(), path), func(b *testing.B) {
+				c := newClient(b, srv.addr())
+				opts := []redisstore.Option{redisstore.WithPrefix(randomPrefix(b))}
+				if path == "generic" {
+					opts = append(opts, redisstore.WithoutNativeScripts())
+				}
+				st, err := redisstore.New(c, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				check := ratelimit.Check{Namespace: "b", Key: "hot", Algorithm: alg, Limit: lim, Cost: 1, Op: ratelimit.OpCharge}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := st.Apply(b.Context(), check); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
