@@ -539,8 +539,9 @@ func TestNativeReserveMatchesGo(t *testing.T) {
 			// Debts whose repayment takes over 2^51 ns (MaxDebt allows up
 			// to MaxWindowSpan) fall back until repaid, and so do gcra
 			// charges of 2^52 ns or more; reservations and charges here
-			// run deep often (a quarter of the charges cost about
-			// MaxCost); most calls must still be native.
+			// run deep often (a quarter of the charges draw from the
+			// takes' costs, which reach MaxCost); most calls must still be
+			// native.
 			if fallbacks*2 > calls {
 				t.Fatalf("%d of %d calls fell back to the generic path", fallbacks, calls)
 			}
