@@ -150,12 +150,13 @@ func WithoutHashTag() Option {
 // second, and lower latency on a lone caller. opts nil selects the
 // client's Options.AutoPipelineOptions when set, else full duplex
 // (defaultAPOptions: one held connection per server with a writer and a
-// reader goroutine, at most 1024 scripts written but unanswered), which
-// takes every call. Under a half-duplex configuration (FullDuplex false),
-// which sends one batch at a time, a call made while at most 16 calls of
-// the store (itself included) are under way goes to the client directly
-// instead (measured: half duplex was 8–20% slower than the plain client
-// at 8 concurrent callers, 1.3–1.5× faster at 64). The client must be a
+// reader goroutine, at most 1024 scripts written but unanswered). A call
+// made while 2 to 16 calls of the store (itself included) are under way
+// goes to the client directly instead, as does a lone call under half
+// duplex (FullDuplex false, one batch at a time). Measured on loopback
+// against the plain client: full duplex 1.3× the decisions per second of
+// one caller, 1.3–1.5× with 64, and no gain with 8 (half duplex was
+// 8–20% slower there); see apMinInFlight. The client must be a
 // *redis.Client or a *redis.ClusterClient (New refuses others with
 // ratelimit.ErrInvalidOption). go-redis caches one autopipeliner per
 // client and the first caller's options win; stores on one client share
@@ -195,8 +196,8 @@ const apWindow = 1024
 // defaultAPOptions returns the autopipeliner options WithAutoPipeline(nil)
 // uses on a client without its own: go-redis's defaults in full duplex.
 // Measured on loopback (bench/redisbench/compare.sh, 2 cores), full duplex
-// beat the half-duplex flusher at every concurrency, and the plain client
-// at 1 and 64 concurrent callers.
+// beat the plain client with 1 and 64 concurrent callers, and matched or
+// beat the half-duplex flusher at every concurrency.
 func defaultAPOptions() *redis.AutoPipelineOptions {
 	o := redis.DefaultAutoPipelineOptions()
 	o.FullDuplex = true

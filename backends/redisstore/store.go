@@ -55,10 +55,12 @@ type Store struct {
 	// releases it.
 	ownsAP bool
 	// apMin is how many of the store's commands may be in flight, the new
-	// one included, while they still go to base directly (see do): 0 under
-	// full duplex or apAlways, apMinInFlight under the half-duplex flusher.
+	// one included, while they still go to base directly (see do):
+	// apMinInFlight, or 0 under apAlways. apLone sends a lone command (one
+	// in flight) through a full-duplex autopipeliner all the same.
 	// inFlight counts the commands under way when apMin is not 0.
 	apMin    int64
+	apLone   bool
 	inFlight atomic.Int64
 	kind     clientKind
 	tagged   bool
@@ -153,8 +155,8 @@ func New(client Client, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 		s.client, s.ap, s.ownsAP = ap, ap, true
-		s.apMin = apMinInFlight
-		if opts != nil && opts.FullDuplex || s.cfg.apAlways {
+		s.apMin, s.apLone = apMinInFlight, opts != nil && opts.FullDuplex
+		if s.cfg.apAlways {
 			s.apMin = 0
 		}
 	}
