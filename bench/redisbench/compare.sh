@@ -10,6 +10,7 @@
 #   gap/rr, tbap/rr   the same through redisstore.WithAutoPipeline
 #   tb/nat            sluice-tokenbucket / the ceiling running native.lua,
 #                     the same script (target >= 0.85)
+#   tbap/nat          the same through redisstore.WithAutoPipeline
 #   tb/plain          the same against the plain token-bucket script
 #
 # redisbench/luacost.sh measures the scripts' Lua cost alone.
@@ -91,12 +92,12 @@ awk '
 	function mean(k, w) { return cnt[k, w] ? sum[k, w] / cnt[k, w] : 0 }
 	function ratio(a, b) { return b ? sprintf("%.2f", a / b) : "-" }
 	END {
-		printf "%-16s %11s %11s %11s %11s %11s %11s %11s %8s %8s %8s %8s %8s %8s\n", "setting", "gcra", "tokenbucket", "gcra-ap", "tb-ap", "redis_rate", "ceil-native", "ceil-plain", "gcra/rr", "tb/rr", "gap/rr", "tbap/rr", "tb/nat", "tb/plain"
+		printf "%-16s %11s %11s %11s %11s %11s %11s %11s %8s %8s %8s %8s %8s %8s %8s\n", "setting", "gcra", "tokenbucket", "gcra-ap", "tb-ap", "redis_rate", "ceil-native", "ceil-plain", "gcra/rr", "tb/rr", "gap/rr", "tbap/rr", "tb/nat", "tbap/nat", "tb/plain"
 		for (i = 1; i <= n; i++) {
 			k = order[i]
 			g = mean(k, "sluice-gcra"); t = mean(k, "sluice-tokenbucket"); r = mean(k, "redis_rate")
 			ga = mean(k, "sluice-gcra-ap"); ta = mean(k, "sluice-tokenbucket-ap")
 			cn = mean(k, "ceiling-native"); cp = mean(k, "ceiling-plain")
-			printf "%-16s %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %8s %8s %8s %8s %8s %8s\n", k, g, t, ga, ta, r, cn, cp, ratio(g, r), ratio(t, r), ratio(ga, r), ratio(ta, r), ratio(t, cn), ratio(t, cp)
+			printf "%-16s %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %8s %8s %8s %8s %8s %8s %8s\n", k, g, t, ga, ta, r, cn, cp, ratio(g, r), ratio(t, r), ratio(ga, r), ratio(ta, r), ratio(t, cn), ratio(ta, cn), ratio(t, cp)
 		}
 	}' "$outfile"

@@ -8,8 +8,9 @@
 // Each of -conc callers sends one request, waits for the reply and sends
 // the next (a closed loop, like redis-benchmark without pipelining), over
 // a go-redis client with one connection per caller; the "-ap" variants
-// coalesce the concurrent callers' scripts into pipelines on the client's
-// pipeline pool. Every call takes one
+// stream a lone caller's scripts, and those of more than 16 concurrent
+// callers, through go-redis's full-duplex autopipeliner on one held
+// connection (2 to 16 go to the client directly). Every call takes one
 // unit under a limit that admits them all (1,000,000 per second, burst
 // 1,000,000), so every call reads and writes the state: on one hot key
 // (-keys 1) or on a key drawn uniformly from a million (-keys 1M). The
