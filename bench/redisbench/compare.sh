@@ -68,12 +68,18 @@ until redis-cli -p "$port" ping >/dev/null 2>&1; do
 done
 
 : >"$outfile"
+# Each setting's load runs and its ceiling run follow each other, so a
+# drift of the machine between minutes (up to ~20% here) moves both.
 round=1
 while [ $round -le "$rounds" ]; do
-	"$tmp/redisload" -addr "127.0.0.1:$port" -duration "${secs}s" | tee -a "$outfile"
-	redis-cli -p "$port" flushall >/dev/null
-	"$dir/run.sh" -p "$port" -n "$requests" | tee -a "$outfile"
-	redis-cli -p "$port" flushall >/dev/null
+	for keys in 1 1M; do
+		for c in 1 8 64; do
+			"$tmp/redisload" -addr "127.0.0.1:$port" -duration "${secs}s" -keys "$keys" -conc "$c" | tee -a "$outfile"
+			redis-cli -p "$port" flushall >/dev/null
+			"$dir/run.sh" -p "$port" -n "$requests" -k "$keys" -c "$c" | tee -a "$outfile"
+			redis-cli -p "$port" flushall >/dev/null
+		done
+	done
 	round=$((round + 1))
 done
 

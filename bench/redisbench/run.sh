@@ -30,13 +30,15 @@ host=127.0.0.1
 port=6379
 requests=100000
 concs="1 8 64"
-usage="usage: $0 [-h host] [-p port] [-n requests per run] [-c 'conc ...']"
-while getopts h:p:n:c: opt; do
+keysets="1 1M"
+usage="usage: $0 [-h host] [-p port] [-n requests per run] [-c 'conc ...'] [-k 'keys ...']"
+while getopts h:p:n:c:k: opt; do
 	case $opt in
 	h) host=$OPTARG ;;
 	p) port=$OPTARG ;;
 	n) requests=$OPTARG ;;
 	c) concs=$OPTARG ;;
+	k) keysets=$OPTARG ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
@@ -85,7 +87,11 @@ n=$($cli EVALSHA "$sha_native" 1 "rb:$run:check:n" $limit | wc -c)
 a=$($cli EVALSHA "$sha_plain" 1 "rb:$run:check:p" $limit | head -n 1)
 [ "$a" = 1 ] || { echo "$0: tokenbucket.lua answered $a, want 1 (allowed)" >&2; exit 1; }
 
-for keys in 1 1M; do
+for keys in $keysets; do
+	case $keys in
+	1 | 1M) ;;
+	*) echo "$0: key set $keys: want 1 or 1M" >&2; exit 2 ;;
+	esac
 	for c in $concs; do
 		for script in native plain; do
 			if [ $script = native ]; then sha=$sha_native; else sha=$sha_plain; fi
