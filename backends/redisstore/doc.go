@@ -29,11 +29,11 @@
 // autopipeliner, by default in full duplex: one held connection per server
 // whose writer streams the scripts of concurrent calls and whose reader
 // completes them in order. Fewer system calls per decision when many
-// goroutines call at once (1.3–1.5× the decisions per second of the plain
+// goroutines call at once (1.5–1.7× the decisions per second of the plain
 // client with 64 callers on loopback), and a lower latency for a lone
-// caller (1.3×). A call made while 2 to 16 calls of the store are under
-// way goes to the client directly, where the autopipeliner measured no
-// gain. Each call still runs its script at
+// caller (1.04–1.20× the decisions per second). A call made while 2 to 16
+// calls of the store are under way goes to the client directly, where the
+// autopipeliner measured no gain. Each call still runs its script at
 // most once (go-redis never replays a pipeline holding a no-retry command)
 // and its outcome is the same. It is an option, not the default, because
 // the autopipeliner sends a queued command on its own context: the store

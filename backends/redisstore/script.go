@@ -97,17 +97,18 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) 
 // new one included, while WithAutoPipeline still sends them on the client
 // directly; more go through the autopipeliner, as does a lone command
 // under full duplex. Measured on loopback (bench/redisbench/compare.sh,
-// one Redis, 2 cores), decisions per second against the plain client:
+// one Redis, 2 cores, medians of 6 rounds, two runs), decisions per
+// second against the plain client:
 //
-//	callers      1      8          64
-//	half duplex  —      0.80–0.92  1.3–1.5
-//	full duplex  1.3    0.85–1.0   1.3–1.5
+//	callers      1          8          64
+//	half duplex  —          0.80–0.92  1.3–1.5
+//	full duplex  1.04–1.20  0.93–1.08  1.5–1.7
 //
 // With 8 callers neither beats the plain client, whose 8 connections keep
 // the server as busy as one pipelined connection. With one, full duplex
-// cut the median latency from 120–170 µs to 55–110 µs; probably its writer
-// and reader goroutines keep the Go runtime polling the network, so the
-// reply is read without waking a sleeping thread.
+// had a median latency of 114–122 µs against 133–152 µs; probably its
+// writer and reader goroutines keep the Go runtime polling the network,
+// so the reply is read without waking a sleeping thread.
 const apMinInFlight = 16
 
 // cmdArgsPool holds the argument slices of script commands.

@@ -155,7 +155,7 @@ func New(client Client, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 		s.client, s.ap, s.ownsAP = ap, ap, true
-		s.apMin, s.apLone = apMinInFlight, opts != nil && opts.FullDuplex
+		s.apMin, s.apLone = apMinInFlight, opts.FullDuplex
 		if s.cfg.apAlways {
 			s.apMin = 0
 		}
