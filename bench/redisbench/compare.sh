@@ -15,8 +15,14 @@
 #
 # redisbench/luacost.sh measures the scripts' Lua cost alone.
 #
+# -P pins the server to CPU 1 and every client (redisload, redis-benchmark)
+# to CPU 0 with taskset, as if they ran on separate machines: the clients'
+# threads no longer compete with the server for its core, and on a small
+# shared machine the runs drift far less. Without it the scheduler places
+# them freely.
+#
 # Usage, from the bench directory, on a machine doing nothing else:
-#   redisbench/compare.sh [-p port] [-d seconds per run] [-k rounds] [-n ceiling requests] [-o file]
+#   redisbench/compare.sh [-P] [-p port] [-d seconds per run] [-k rounds] [-n ceiling requests] [-o file]
 # Defaults: -p 6390 -d 10 -k 3 -n 200000 -o redis-compare.txt (the raw
 # lines, readable by benchstat). A short sanity run: -d 2 -k 1 -n 20000.
 set -eu
@@ -26,9 +32,12 @@ secs=10
 rounds=3
 requests=200000
 outfile=redis-compare.txt
-usage="usage: $0 [-p port] [-d seconds per run] [-k rounds] [-n ceiling requests] [-o file]"
-while getopts p:d:k:n:o: opt; do
+pin_srv=""
+pin_cli=""
+usage="usage: $0 [-P] [-p port] [-d seconds per run] [-k rounds] [-n ceiling requests] [-o file]"
+while getopts Pp:d:k:n:o: opt; do
 	case $opt in
+	P) pin_srv="taskset -c 1" pin_cli="taskset -c 0" ;;
 	p) port=$OPTARG ;;
 	d) secs=$OPTARG ;;
 	k) rounds=$OPTARG ;;
@@ -45,13 +54,17 @@ cd "$dir/.."
 for tool in redis-server redis-cli go; do
 	command -v "$tool" >/dev/null || { echo "$0: $tool not found" >&2; exit 1; }
 done
+if [ -n "$pin_srv" ]; then
+	command -v taskset >/dev/null || { echo "$0: -P needs taskset (util-linux)" >&2; exit 1; }
+	[ "$(nproc)" -ge 2 ] || { echo "$0: -P needs 2 CPUs" >&2; exit 1; }
+fi
 if redis-cli -p "$port" ping >/dev/null 2>&1; then
 	echo "$0: something already answers on port $port; choose another with -p" >&2
 	exit 1
 fi
 tmp=$(mktemp -d)
 GOWORK=off go build -o "$tmp/redisload" ./redisload
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+$pin_srv redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 	--dir "$tmp" --logfile "$tmp/redis.log" --daemonize no &
 pid=$!
 cleanup() {
@@ -74,9 +87,9 @@ round=1
 while [ $round -le "$rounds" ]; do
 	for keys in 1 1M; do
 		for c in 1 8 64; do
-			"$tmp/redisload" -addr "127.0.0.1:$port" -duration "${secs}s" -keys "$keys" -conc "$c" | tee -a "$outfile"
+			$pin_cli "$tmp/redisload" -addr "127.0.0.1:$port" -duration "${secs}s" -keys "$keys" -conc "$c" | tee -a "$outfile"
 			redis-cli -p "$port" flushall >/dev/null
-			"$dir/run.sh" -p "$port" -n "$requests" -k "$keys" -c "$c" | tee -a "$outfile"
+			$pin_cli "$dir/run.sh" -p "$port" -n "$requests" -k "$keys" -c "$c" | tee -a "$outfile"
 			redis-cli -p "$port" flushall >/dev/null
 		done
 	done
