@@ -29,12 +29,13 @@
 // autopipeliner, by default in full duplex: one held connection per server
 // whose writer streams the scripts of concurrent calls and whose reader
 // completes them in order. Fewer system calls per decision when many
-// goroutines call at once (1.5–1.7× the decisions per second of the plain
+// goroutines call at once (1.4–1.7× the decisions per second of the plain
 // client with 64 callers on loopback), and a lower latency for a lone
-// caller (1.04–1.20× the decisions per second). A call made while 2 to 16
-// calls of the store are under way goes to the client directly, where the
-// autopipeliner measured no gain. Each call still runs its script at
-// most once (go-redis never replays a pipeline holding a no-retry command)
+// caller when client and server share cores (1.04–1.20× the decisions per
+// second; none on separate CPUs). A call made while 2 to 16 calls of the
+// store are under way goes to the client directly, where the autopipeliner
+// measured no gain. Each call still runs its script at most once
+// (go-redis never replays a pipeline holding a no-retry command)
 // and its outcome is the same. It is an option, not the default, because
 // the autopipeliner sends a queued command on its own context: the store
 // stops waiting when the call's context ends and reports

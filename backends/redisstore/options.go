@@ -155,8 +155,9 @@ func WithoutHashTag() Option {
 // goes to the client directly instead, as does a lone call under half
 // duplex (FullDuplex false, one batch at a time). Measured on loopback
 // against the plain client: full duplex 1.04–1.20× the decisions per
-// second of one caller, 1.5–1.7× with 64, and no gain with 8 (half duplex
-// was 8–20% slower there); see apMinInFlight. The client must be a
+// second of one caller (none with client and server on separate CPUs),
+// 1.4–1.7× with 64, and no gain with 8 (half duplex was 8–20% slower
+// there); see apMinInFlight. The client must be a
 // *redis.Client or a *redis.ClusterClient (New refuses others with
 // ratelimit.ErrInvalidOption). go-redis caches one autopipeliner per
 // client and the first caller's options win; stores on one client share

@@ -107,8 +107,11 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) 
 // With 8 callers neither beats the plain client, whose 8 connections keep
 // the server as busy as one pipelined connection. With one, full duplex
 // had a median latency of 114–122 µs against 133–152 µs; probably its
-// writer and reader goroutines keep the Go runtime polling the network,
-// so the reply is read without waking a sleeping thread.
+// writer and reader goroutines keep the Go runtime polling the network on
+// the core the server is not using, so the reply is read without waking a
+// sleeping thread: with the server and the client pinned to separate CPUs
+// (compare.sh -P) the gain at one caller was gone (0.95–1.02), the one at
+// 64 remained (1.4–1.5).
 const apMinInFlight = 16
 
 // cmdArgsPool holds the argument slices of script commands.
