@@ -232,43 +232,7 @@ func TestNativeChargeEdges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := &manualClock{ns: now}
-			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rk := st.RedisKey("e", "k")
-			if tt.state != nil {
-				if err := c.Set(t.Context(), rk, tt.state, time.Hour).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, next, err := ratelimit.Evaluate(tt.alg, ratelimit.OpCharge, tt.state, now, tt.limit, tt.amount, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := st.Apply(t.Context(), ratelimit.Check{Namespace: "e", Key: "k", Algorithm: tt.alg, Limit: tt.limit, Cost: tt.amount, Op: ratelimit.OpCharge})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != want {
-				t.Fatalf("got %+v, Go algorithm %+v", got, want)
-			}
-			wantState := tt.state
-			if want.Changed {
-				wantState = next
-			}
-			stored, err := c.Get(t.Context(), rk).Bytes()
-			if errors.Is(err, redis.Nil) && len(wantState) == 0 {
-				err = nil
-			}
-			if err != nil || string(stored) != string(wantState) {
-				t.Fatalf("stored %x, %v; want %x", stored, err, wantState)
-			}
-			calls, fallbacks := st.NativeCounts()
-			if calls != 1 || (fallbacks == 1) != tt.fallback {
-				t.Fatalf("%d native calls, %d fallbacks; want 1 call, fallback %v", calls, fallbacks, tt.fallback)
-			}
+			checkEdge(t, c, now, edgeCase{alg: tt.alg, op: ratelimit.OpCharge, limit: tt.limit, state: tt.state, cost: tt.amount, fallback: tt.fallback})
 		})
 	}
 }

@@ -413,39 +413,63 @@ func TestNativeSlidingLogStates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := &manualClock{ns: now}
-			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Set(t.Context(), st.RedisKey("s", "k"), tt.state, time.Hour).Err(); err != nil {
-				t.Fatal(err)
-			}
-			alg := slidinglog.New()
-			want, next, wantErr := alg.Decide(tt.state, now, l, tt.cost, nil)
-			got, err := st.Apply(t.Context(), ratelimit.Check{Namespace: "s", Key: "k", Algorithm: alg, Limit: l, Cost: tt.cost})
-			if (err != nil) != (wantErr != nil) || (err != nil && !errors.Is(err, ratelimit.ErrCorruptState)) {
-				t.Fatalf("error %v, Go algorithm's %v", err, wantErr)
-			}
-			if got != want {
-				t.Fatalf("got %+v, Go algorithm %+v", got, want)
-			}
-			stored, err := c.Get(t.Context(), st.RedisKey("s", "k")).Bytes()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want.Changed {
-				if string(stored) != string(next) {
-					t.Fatalf("stored %x, Go state %x", stored, next)
-				}
-			} else if string(stored) != string(tt.state) {
-				t.Fatalf("stored %x changed from %x", stored, tt.state)
-			}
-			calls, fallbacks := st.NativeCounts()
-			if calls != 1 || (fallbacks == 1) != tt.fallback {
-				t.Fatalf("%d native calls, %d fallbacks; want 1 call, fallback %v", calls, fallbacks, tt.fallback)
-			}
+			checkEdge(t, c, now, edgeCase{alg: slidinglog.New(), op: ratelimit.OpTake, limit: l, state: tt.state, cost: tt.cost, fallback: tt.fallback})
 		})
+	}
+}
+
+// edgeCase is one hand-made state decided once on the native path.
+type edgeCase struct {
+	alg   ratelimit.Algorithm
+	op    ratelimit.Op
+	limit ratelimit.Limit
+	// state is stored before the call; nil stores none.
+	state []byte
+	cost  int64
+	// fallback says whether native.lua must hand the call to the
+	// generic path.
+	fallback bool
+}
+
+// checkEdge stores tc.state, applies one check at now through a fresh
+// store and compares it with ratelimit.Evaluate on the same state: the
+// error (ratelimit.ErrCorruptState on both sides, or none), the outcome,
+// the stored state byte for byte, and whether native.lua decided or fell
+// back.
+func checkEdge(t *testing.T, c *redis.Client, now int64, tc edgeCase) {
+	t.Helper()
+	st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithTestClock(&manualClock{ns: now}), redisstore.WithTTLMargin(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk := st.RedisKey("e", "k")
+	if tc.state != nil {
+		if err := c.Set(t.Context(), rk, tc.state, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, next, wantErr := ratelimit.Evaluate(tc.alg, tc.op, tc.state, now, tc.limit, tc.cost, 0, nil)
+	got, err := st.Apply(t.Context(), ratelimit.Check{Namespace: "e", Key: "k", Algorithm: tc.alg, Limit: tc.limit, Cost: tc.cost, Op: tc.op})
+	if (err != nil) != (wantErr != nil) || (err != nil && !errors.Is(err, ratelimit.ErrCorruptState)) {
+		t.Fatalf("error %v, Go algorithm's %v", err, wantErr)
+	}
+	if got != want {
+		t.Fatalf("got %+v, Go algorithm %+v", got, want)
+	}
+	wantState := tc.state
+	if want.Changed {
+		wantState = next
+	}
+	stored, err := c.Get(t.Context(), rk).Bytes()
+	if errors.Is(err, redis.Nil) && len(wantState) == 0 {
+		err = nil
+	}
+	if err != nil || string(stored) != string(wantState) {
+		t.Fatalf("stored %x, %v; want %x (state before %x)", stored, err, wantState, tc.state)
+	}
+	calls, fallbacks := st.NativeCounts()
+	if calls != 1 || (fallbacks == 1) != tc.fallback {
+		t.Fatalf("%d native calls, %d fallbacks; want 1 call, fallback %v", calls, fallbacks, tc.fallback)
 	}
 }
 

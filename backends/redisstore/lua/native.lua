@@ -320,7 +320,6 @@ if useG == 1 then
     local ttl = reset
     if not state and out == state then ttl = 0 end
     if cost > burst then return false, out, rem, -1, reset, ttl end
-    if cost == 0 then return allowed, out, rem, wq, reset, ttl end
     return allowed, out, rem, wq, reset, ttl
   end
 
