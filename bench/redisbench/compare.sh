@@ -2,7 +2,7 @@
 # compare.sh: the whole Redis comparison in one command. It starts a
 # throwaway redis-server on a free loopback port (no persistence), runs
 # redisload (sluice-gcra, sluice-tokenbucket, their autopipelined "-ap"
-# variants and redis_rate) and run.sh
+# variants, redis_rate and raw-tokenbucket, the Go floor) and run.sh
 # (the redis-benchmark EVALSHA ceiling) against it at concurrency 1, 8 and
 # 64 on one hot key and on a million keys, stops the server, and prints
 # mean ops/s per setting and the ratios the issue sets targets for:
@@ -12,6 +12,11 @@
 #                     the same script (target >= 0.85)
 #   tbap/nat          the same through redisstore.WithAutoPipeline
 #   tb/plain          the same against the plain token-bucket script
+#   raw/nat           raw-tokenbucket (sluice-tokenbucket's very command on
+#                     a bare net.Conn, no client library) / the ceiling:
+#                     the most any Go client gets without batching calls
+#   tb/raw            sluice-tokenbucket / raw-tokenbucket: what go-redis
+#                     and the store cost over that floor
 #
 # redisbench/luacost.sh measures the scripts' Lua cost alone.
 #
@@ -111,12 +116,12 @@ awk '
 	function mean(k, w) { return cnt[k, w] ? sum[k, w] / cnt[k, w] : 0 }
 	function ratio(a, b) { return b ? sprintf("%.2f", a / b) : "-" }
 	END {
-		printf "%-16s %11s %11s %11s %11s %11s %11s %11s %8s %8s %8s %8s %8s %8s %8s\n", "setting", "gcra", "tokenbucket", "gcra-ap", "tb-ap", "redis_rate", "ceil-native", "ceil-plain", "gcra/rr", "tb/rr", "gap/rr", "tbap/rr", "tb/nat", "tbap/nat", "tb/plain"
+		printf "%-16s %11s %11s %11s %11s %11s %11s %11s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "setting", "gcra", "tokenbucket", "gcra-ap", "tb-ap", "redis_rate", "ceil-native", "ceil-plain", "gcra/rr", "tb/rr", "gap/rr", "tbap/rr", "tb/nat", "tbap/nat", "tb/plain", "raw/nat", "tb/raw"
 		for (i = 1; i <= n; i++) {
 			k = order[i]
 			g = mean(k, "sluice-gcra"); t = mean(k, "sluice-tokenbucket"); r = mean(k, "redis_rate")
 			ga = mean(k, "sluice-gcra-ap"); ta = mean(k, "sluice-tokenbucket-ap")
-			cn = mean(k, "ceiling-native"); cp = mean(k, "ceiling-plain")
-			printf "%-16s %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %8s %8s %8s %8s %8s %8s %8s\n", k, g, t, ga, ta, r, cn, cp, ratio(g, r), ratio(t, r), ratio(ga, r), ratio(ta, r), ratio(t, cn), ratio(ta, cn), ratio(t, cp)
+			cn = mean(k, "ceiling-native"); cp = mean(k, "ceiling-plain"); w = mean(k, "raw-tokenbucket")
+			printf "%-16s %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", k, g, t, ga, ta, r, cn, cp, ratio(g, r), ratio(t, r), ratio(ga, r), ratio(ta, r), ratio(t, cn), ratio(ta, cn), ratio(t, cp), ratio(w, cn), ratio(t, w)
 		}
 	}' "$outfile"

@@ -2,8 +2,10 @@
 // concurrency for a fixed time and reports throughput and latency
 // percentiles: Sluice's redisstore with GCRA and with the token bucket,
 // each through the plain client and through go-redis's autopipeliner
-// (redisstore.WithAutoPipeline, the "-ap" variants), and
-// github.com/go-redis/redis_rate/v10 (GCRA), all against one server.
+// (redisstore.WithAutoPipeline, the "-ap" variants),
+// github.com/go-redis/redis_rate/v10 (GCRA), and raw-tokenbucket, the floor
+// of a Go client (sluice-tokenbucket's command on a bare connection, see
+// rawTokenbucket), all against one server.
 //
 // Each of -conc callers sends one request, waits for the reply and sends
 // the next (a closed loop, like redis-benchmark without pipelining), over
@@ -36,13 +38,19 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	"math/bits"
 	"math/rand/v2"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,10 +79,11 @@ var impls = map[string]func(c *redis.Client) (take, error){
 	"sluice-gcra-ap":        sluice(gcra.New(), redisstore.WithAutoPipeline(nil)),
 	"sluice-tokenbucket-ap": sluice(tokenbucket.New(), redisstore.WithAutoPipeline(nil)),
 	"redis_rate":            redisRate,
+	"raw-tokenbucket":       rawTokenbucket,
 }
 
 // implNames lists impls in the order -impl's default runs them.
-const implNames = "sluice-gcra,sluice-tokenbucket,sluice-gcra-ap,sluice-tokenbucket-ap,redis_rate"
+const implNames = "sluice-gcra,sluice-tokenbucket,sluice-gcra-ap,sluice-tokenbucket-ap,redis_rate,raw-tokenbucket"
 
 func sluice(alg ratelimit.Algorithm, opts ...redisstore.Option) func(c *redis.Client) (take, error) {
 	return func(c *redis.Client) (take, error) {
@@ -336,4 +345,131 @@ func (h *histogram) quantile(q float64) int64 {
 		}
 	}
 	return 0
+}
+
+// rawTokenbucket is the floor of a Go client: the very EVALSHA that
+// sluice-tokenbucket sends (its arguments captured from the store's first
+// call; the head asks the script for the server's TIME, so they stay valid)
+// with the key swapped, written on a bare net.Conn per caller and its reply
+// read with bufio. No client library, no deadline, no pool but a channel of
+// connections: what any Go client pays for the Go runtime and the kernel.
+// Set against the redis-benchmark ceiling running the same script, it
+// tells the Go client's cost from the script's.
+func rawTokenbucket(c *redis.Client) (take, error) {
+	var args []any
+	c.AddHook(captureHook{&args})
+	do, err := sluice(tokenbucket.New())(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if ok, err := do(ctx, "raw:capture"); err != nil || !ok {
+		return nil, fmt.Errorf("capture call: allowed %v, %v", ok, err)
+	}
+	if len(args) != 6 || args[0] != "evalsha" || args[2] != 1 {
+		return nil, fmt.Errorf("captured %d arguments %.40q, want evalsha sha 1 key head check", len(args), args)
+	}
+	var fixed [5]string // every argument but the key
+	for i, a := range slices.Delete(args, 3, 4) {
+		switch a := a.(type) {
+		case string:
+			fixed[i] = a
+		case int:
+			fixed[i] = strconv.Itoa(a)
+		default:
+			return nil, fmt.Errorf("captured argument %d of type %T", i, a)
+		}
+	}
+	opts := c.Options()
+	conns := make(chan *rawConn, opts.PoolSize)
+	for range opts.PoolSize {
+		nc, err := net.Dial("tcp", opts.Addr)
+		if err != nil {
+			return nil, err
+		}
+		conns <- &rawConn{nc: nc, r: bufio.NewReader(nc)}
+	}
+	return func(_ context.Context, key string) (bool, error) {
+		rc := <-conns
+		allowed, err := rc.call(fixed, key)
+		if err != nil {
+			// The stream may be out of step: start a new connection.
+			_ = rc.nc.Close()
+			nc, derr := net.Dial("tcp", opts.Addr)
+			if derr != nil {
+				return false, errors.Join(err, derr) // one caller fewer
+			}
+			rc = &rawConn{nc: nc, r: bufio.NewReader(nc)}
+		}
+		conns <- rc
+		return allowed, err
+	}, nil
+}
+
+type captureHook struct{ args *[]any }
+
+func (captureHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (captureHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h captureHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if *h.args == nil && cmd.Name() == "evalsha" {
+			for _, a := range cmd.Args() {
+				if b, ok := a.([]byte); ok {
+					a = string(b) // the store may reuse the buffer
+				}
+				*h.args = append(*h.args, a)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+type rawConn struct {
+	nc        net.Conn
+	r         *bufio.Reader
+	buf, body []byte
+}
+
+// call sends EVALSHA sha 1 key head check (fixed holds evalsha, sha, 1,
+// head, check) and reads native.lua's reply: a bulk string of
+// little-endian doubles, status then allowed.
+func (rc *rawConn) call(fixed [5]string, key string) (bool, error) {
+	b := append(rc.buf[:0], "*6\r\n"...)
+	for _, a := range [6]string{fixed[0], fixed[1], fixed[2], key, fixed[3], fixed[4]} {
+		b = append(b, '$')
+		b = strconv.AppendInt(b, int64(len(a)), 10)
+		b = append(b, "\r\n"...)
+		b = append(b, a...)
+		b = append(b, "\r\n"...)
+	}
+	rc.buf = b
+	if _, err := rc.nc.Write(b); err != nil {
+		return false, err
+	}
+	line, err := rc.r.ReadSlice('\n')
+	if err != nil {
+		return false, err
+	}
+	if len(line) < 3 || line[0] != '$' {
+		return false, fmt.Errorf("reply %q, want a bulk string", line)
+	}
+	n, err := strconv.Atoi(string(line[1 : len(line)-2]))
+	if err != nil || n < 16 {
+		return false, fmt.Errorf("reply %q, want a bulk string of doubles", line)
+	}
+	if cap(rc.body) < n+2 {
+		rc.body = make([]byte, n+2)
+	}
+	body := rc.body[:n+2]
+	if _, err := io.ReadFull(rc.r, body); err != nil {
+		return false, err
+	}
+	le := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(body[8*i:])) }
+	if le(0) != 1 {
+		return false, fmt.Errorf("native.lua status %v, want 1", le(0))
+	}
+	return le(1) == 1, nil
 }
