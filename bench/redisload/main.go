@@ -363,8 +363,10 @@ func rawTokenbucket(c *redis.Client) (take, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	if ok, err := do(ctx, "raw:capture"); err != nil || !ok {
-		return nil, fmt.Errorf("capture call: allowed %v, %v", ok, err)
+	if ok, err := do(ctx, "raw:capture"); err != nil {
+		return nil, fmt.Errorf("capture call: %w", err)
+	} else if !ok {
+		return nil, errors.New("capture call denied")
 	}
 	if len(args) != 6 || args[0] != "evalsha" || args[2] != 1 {
 		return nil, fmt.Errorf("captured %d arguments %.40q, want evalsha sha 1 key head check", len(args), args)
@@ -437,16 +439,15 @@ type rawConn struct {
 // head, check) and reads native.lua's reply: a bulk string of
 // little-endian doubles, status then allowed.
 func (rc *rawConn) call(fixed [5]string, key string) (bool, error) {
-	b := append(rc.buf[:0], "*6\r\n"...)
+	rc.buf = append(rc.buf[:0], "*6\r\n"...)
 	for _, a := range [6]string{fixed[0], fixed[1], fixed[2], key, fixed[3], fixed[4]} {
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(a)), 10)
-		b = append(b, "\r\n"...)
-		b = append(b, a...)
-		b = append(b, "\r\n"...)
+		rc.buf = append(rc.buf, '$')
+		rc.buf = strconv.AppendInt(rc.buf, int64(len(a)), 10)
+		rc.buf = append(rc.buf, "\r\n"...)
+		rc.buf = append(rc.buf, a...)
+		rc.buf = append(rc.buf, "\r\n"...)
 	}
-	rc.buf = b
-	if _, err := rc.nc.Write(b); err != nil {
+	if _, err := rc.nc.Write(rc.buf); err != nil {
 		return false, err
 	}
 	line, err := rc.r.ReadSlice('\n')
