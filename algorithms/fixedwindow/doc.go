@@ -37,7 +37,7 @@
 // exceed Burst. The excess carries over: k windows after the recorded one,
 // the count is max(0, count − k·Burst), so the long-run admitted rate stays
 // at most Burst per Period. Counts are capped at
-// Burst·(MaxWindowSpan/Period + 1) (at most 2^62).
+// Burst·(MaxWindowSpan/Period + 1) (at most 2^62; MaxUsed).
 //
 // # State
 //

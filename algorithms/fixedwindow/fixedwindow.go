@@ -32,10 +32,11 @@ var (
 // Name returns "fixedwindow".
 func (Algorithm) Name() string { return "fixedwindow" }
 
-// maxUsed bounds the count a state may carry: Burst·(MaxWindowSpan/Period
+// MaxUsed bounds the count a state may carry: Burst·(MaxWindowSpan/Period
 // + 1), at most 2^62, so that carrying it off takes at most MaxWindowSpan
-// plus a window.
-func maxUsed(l ratelimit.Limit) int64 {
+// plus a window. Charge stops there. It is exported for stores that
+// reproduce the algorithm natively (redisstore's Lua script).
+func MaxUsed(l ratelimit.Limit) int64 {
 	k := int64(ratelimit.MaxWindowSpan/l.Period) + 1
 	if l.Burst > (1<<62)/k {
 		return 1 << 62
@@ -64,7 +65,7 @@ func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 	}
 	ws, c := arith.Int64(state[1:9]), arith.Int64(state[9:17])
 	if c > l.Burst {
-		c = min(c, maxUsed(l))
+		c = min(c, MaxUsed(l))
 	}
 	c = max(0, c)
 	var skew time.Duration
@@ -161,7 +162,7 @@ func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int
 	if err != nil {
 		return ratelimit.Outcome{}, dst[:0], err
 	}
-	used := min(v.used+amount, maxUsed(l))
+	used := min(v.used+amount, MaxUsed(l))
 	out := dst[:0]
 	if amount == 0 {
 		out = append(out, state...)

@@ -91,3 +91,43 @@ func TestCorruptState(t *testing.T) {
 func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, fixedwindow.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, fixedwindow.New()) }
+
+// TestMaxUsed checks the cap on a carried count: Burst windows' worth
+// over MaxWindowSpan plus one window, saturating at 2^62, and that a
+// charge stops there.
+func TestMaxUsed(t *testing.T) {
+	span := ratelimit.MaxWindowSpan
+	tests := []struct {
+		l    ratelimit.Limit
+		want int64
+	}{
+		{ratelimit.Limit{Count: 1, Period: span, Burst: 1}, 2},
+		{ratelimit.Limit{Count: 5, Period: span / 2, Burst: 5}, 15},
+		{ratelimit.Limit{Count: 10, Period: time.Second, Burst: 10}, 10 * (int64(span/time.Second) + 1)},
+		{ratelimit.Limit{Count: 1, Period: time.Nanosecond, Burst: 1 << 20}, 1 << 62},
+	}
+	for _, tt := range tests {
+		if got := fixedwindow.MaxUsed(tt.l); got != tt.want {
+			t.Errorf("MaxUsed(%+v) = %d, want %d", tt.l, got, tt.want)
+		}
+	}
+	l := ratelimit.Limit{Count: 5, Period: span / 2, Burst: 5}
+	out, state, err := fixedwindow.New().Charge(nil, 0, l, 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Allowed || out.Remaining != 0 {
+		t.Errorf("charge of 1000 over a burst of 5: %+v, want no room left", out)
+	}
+	// The count was capped at MaxUsed: 15 units, three windows to clear.
+	for k, want := range []bool{false, false, true} {
+		now := int64(k+1) * int64(l.Period)
+		d, _, err := fixedwindow.New().Decide(state, now, l, 5, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != want {
+			t.Errorf("window %d after the charge: allowed %v, want %v", k+1, d.Allowed, want)
+		}
+	}
+}

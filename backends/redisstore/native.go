@@ -292,7 +292,8 @@ func buildArg(k argsKey) any {
 		// the deepest debt, at most 2^50 units: exact in a double
 		p[6] = ratelimit.MaxDebt(l)
 	case codeFixedWindow:
-		p[0] = min(fixedMaxUsed(l), 1<<51)
+		// native.lua falls back for any count that reaches this cap
+		p[0] = min(fixedwindow.MaxUsed(l), 1<<51)
 	}
 	b := make([]byte, 0, 8*(nativeStride+2))
 	b = appendDoubles(b, int64(k.code), k.cost, l.Burst, l.Count, int64(l.Period))
@@ -306,18 +307,6 @@ func buildArg(k argsKey) any {
 		b = appendDoubles(b, opCharge, 0)
 	}
 	return string(b)
-}
-
-// fixedMaxUsed is algorithms/fixedwindow's bound on the count a state
-// carries, Burst·(MaxWindowSpan/Period + 1), at most 2^62: a charge stops
-// there. native.lua receives it capped at 2^51 and falls back for any
-// count that reaches the cap.
-func fixedMaxUsed(l ratelimit.Limit) int64 {
-	k := int64(ratelimit.MaxWindowSpan/l.Period) + 1
-	if l.Burst > (1<<62)/k {
-		return 1 << 62
-	}
-	return l.Burst * k
 }
 
 // refundSpan returns units(min(amount, Burst+MaxDebt)), the span gcra's
