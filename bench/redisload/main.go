@@ -72,8 +72,9 @@ var open = ratelimit.PerSecond(1_000_000)
 // take makes one call for key; allowed is false for a denial.
 type take func(ctx context.Context, key string) (allowed bool, err error)
 
-// impls builds each implementation on a client.
-var impls = map[string]func(c *redis.Client) (take, error){
+// impls builds each implementation on a client; stop, if not nil,
+// releases what it holds besides the client.
+var impls = map[string]func(c *redis.Client) (do take, stop func(), err error){
 	"sluice-gcra":           sluice(gcra.New()),
 	"sluice-tokenbucket":    sluice(tokenbucket.New()),
 	"sluice-gcra-ap":        sluice(gcra.New(), redisstore.WithAutoPipeline(nil)),
@@ -85,24 +86,24 @@ var impls = map[string]func(c *redis.Client) (take, error){
 // implNames lists impls in the order -impl's default runs them.
 const implNames = "sluice-gcra,sluice-tokenbucket,sluice-gcra-ap,sluice-tokenbucket-ap,redis_rate,raw-tokenbucket"
 
-func sluice(alg ratelimit.Algorithm, opts ...redisstore.Option) func(c *redis.Client) (take, error) {
-	return func(c *redis.Client) (take, error) {
+func sluice(alg ratelimit.Algorithm, opts ...redisstore.Option) func(c *redis.Client) (take, func(), error) {
+	return func(c *redis.Client) (take, func(), error) {
 		st, err := redisstore.New(c, opts...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		lim, err := ratelimit.New(ratelimit.Rule{Name: "load", Algorithm: alg, Limit: open}, ratelimit.WithStore(st))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		return func(ctx context.Context, key string) (bool, error) {
 			d, err := lim.Allow(ctx, key)
 			return d.Allowed, err
-		}, nil
+		}, func() { _ = st.Close() }, nil
 	}
 }
 
-func redisRate(c *redis.Client) (take, error) {
+func redisRate(c *redis.Client) (take, func(), error) {
 	l := redis_rate.NewLimiter(c)
 	lim := redis_rate.Limit{Rate: int(open.Count), Burst: int(open.Burst), Period: open.Period}
 	return func(ctx context.Context, key string) (bool, error) {
@@ -111,7 +112,7 @@ func redisRate(c *redis.Client) (take, error) {
 			return false, err
 		}
 		return res.Allowed > 0, nil
-	}, nil
+	}, nil, nil
 }
 
 func main() {
@@ -234,9 +235,12 @@ func measure(s settings, name string, conc int, pick func(*rand.Rand) string) (r
 	if err := c.Ping(ctx).Err(); err != nil {
 		return result{}, err
 	}
-	do, err := impls[name](c)
+	do, stop, err := impls[name](c)
 	if err != nil {
 		return result{}, err
+	}
+	if stop != nil {
+		defer stop()
 	}
 	start := time.Now()
 	from, end := start.Add(s.warmup), start.Add(s.warmup+s.duration)
@@ -355,21 +359,22 @@ func (h *histogram) quantile(q float64) int64 {
 // connections: what any Go client pays for the Go runtime and the kernel.
 // Set against the redis-benchmark ceiling running the same script, it
 // tells the Go client's cost from the script's.
-func rawTokenbucket(c *redis.Client) (take, error) {
+func rawTokenbucket(c *redis.Client) (take, func(), error) {
 	var args []any
 	c.AddHook(captureHook{&args})
-	do, err := sluice(tokenbucket.New())(c)
+	do, stopStore, err := sluice(tokenbucket.New())(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ctx := context.Background()
-	if ok, err := do(ctx, "raw:capture"); err != nil {
-		return nil, fmt.Errorf("capture call: %w", err)
-	} else if !ok {
-		return nil, errors.New("capture call denied")
-	}
-	if len(args) != 6 || args[0] != "evalsha" || args[2] != 1 {
-		return nil, fmt.Errorf("captured %d arguments %.40q, want evalsha sha 1 key head check", len(args), args)
+	ok, err := do(context.Background(), "raw:capture")
+	stopStore()
+	switch {
+	case err != nil:
+		return nil, nil, fmt.Errorf("capture call: %w", err)
+	case !ok:
+		return nil, nil, errors.New("capture call denied")
+	case len(args) != 6 || args[0] != "evalsha" || args[2] != 1:
+		return nil, nil, fmt.Errorf("captured %d arguments %.40q, want evalsha sha 1 key head check", len(args), args)
 	}
 	var fixed [5]string // every argument but the key
 	for i, a := range slices.Delete(args, 3, 4) {
@@ -379,15 +384,28 @@ func rawTokenbucket(c *redis.Client) (take, error) {
 		case int:
 			fixed[i] = strconv.Itoa(a)
 		default:
-			return nil, fmt.Errorf("captured argument %d of type %T", i, a)
+			return nil, nil, fmt.Errorf("captured argument %d of type %T", i, a)
 		}
 	}
 	opts := c.Options()
 	conns := make(chan *rawConn, opts.PoolSize)
+	// stop closes the connections, all back in conns once the callers are
+	// done (one that failed to redial is gone already).
+	stop := func() {
+		for {
+			select {
+			case rc := <-conns:
+				_ = rc.nc.Close()
+			default:
+				return
+			}
+		}
+	}
 	for range opts.PoolSize {
 		nc, err := net.Dial("tcp", opts.Addr)
 		if err != nil {
-			return nil, err
+			stop()
+			return nil, nil, err
 		}
 		conns <- &rawConn{nc: nc, r: bufio.NewReader(nc)}
 	}
@@ -405,7 +423,7 @@ func rawTokenbucket(c *redis.Client) (take, error) {
 		}
 		conns <- rc
 		return allowed, err
-	}, nil
+	}, stop, nil
 }
 
 type captureHook struct{ args *[]any }
@@ -420,7 +438,7 @@ func (h captureHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if *h.args == nil && cmd.Name() == "evalsha" {
 			for _, a := range cmd.Args() {
 				if b, ok := a.([]byte); ok {
-					a = string(b) // the store may reuse the buffer
+					a = string(b) // a copy: the caller may reuse b
 				}
 				*h.args = append(*h.args, a)
 			}
