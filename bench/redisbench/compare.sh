@@ -5,7 +5,8 @@
 # variants, redis_rate and raw-tokenbucket, the Go floor) and run.sh
 # (the redis-benchmark EVALSHA ceiling) against it at concurrency 1, 8 and
 # 64 on one hot key and on a million keys, stops the server, and prints
-# mean ops/s per setting and the ratios the issue sets targets for:
+# mean ops/s per setting and the ratios the issue sets targets for (then
+# the same ratios per round, as median and range over the rounds):
 #   gcra/rr, tb/rr    sluice / redis_rate (target >= 1 at every setting)
 #   gap/rr, tbap/rr   the same through redisstore.WithAutoPipeline
 #   tb/nat            sluice-tokenbucket / the ceiling running native.lua,
@@ -123,5 +124,45 @@ awk '
 			ga = mean(k, "sluice-gcra-ap"); ta = mean(k, "sluice-tokenbucket-ap")
 			cn = mean(k, "ceiling-native"); cp = mean(k, "ceiling-plain"); w = mean(k, "raw-tokenbucket")
 			printf "%-16s %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", k, g, t, ga, ta, r, cn, cp, ratio(g, r), ratio(t, r), ratio(ga, r), ratio(ta, r), ratio(t, cn), ratio(ta, cn), ratio(t, cp), ratio(w, cn), ratio(t, w)
+		}
+	}' "$outfile"
+
+# The same ratios taken within each round, then their median and range
+# over the rounds: the drift between rounds shows in the range, where the
+# means above hide it.
+echo
+awk '
+	/^Benchmark/ {
+		split($1, p, "/")
+		key = p[2] "/" p[3]
+		who = p[4]
+		sub(/^impl=|^script=/, "", who)
+		if (p[1] == "BenchmarkRedisCeiling") who = "ceiling-" who
+		for (i = 2; i < NF; i++) if ($(i + 1) == "ops/s") v = $i
+		r = ++cnt[key, who]
+		val[key, who, r] = v
+		if (r > rounds) rounds = r
+		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+	}
+	# cell prints the median (min-max) of a/b over the rounds holding both.
+	function cell(k, a, b,   i, m, x, j, t) {
+		m = 0
+		for (i = 1; i <= rounds; i++)
+			if (val[k, b, i] > 0 && val[k, a, i] != "") x[++m] = val[k, a, i] / val[k, b, i]
+		if (m == 0) return "-"
+		for (i = 2; i <= m; i++)
+			for (j = i; j > 1 && x[j] < x[j - 1]; j--) { t = x[j]; x[j] = x[j - 1]; x[j - 1] = t }
+		t = (m % 2) ? x[(m + 1) / 2] : (x[m / 2] + x[m / 2 + 1]) / 2
+		return sprintf("%.2f (%.2f-%.2f)", t, x[1], x[m])
+	}
+	END {
+		nc = split("sluice-gcra:redis_rate:gcra/rr sluice-tokenbucket:redis_rate:tb/rr sluice-gcra-ap:redis_rate:gap/rr sluice-tokenbucket-ap:redis_rate:tbap/rr sluice-tokenbucket:ceiling-native:tb/nat sluice-tokenbucket-ap:ceiling-native:tbap/nat redis_rate:ceiling-native:rr/nat raw-tokenbucket:ceiling-native:raw/nat sluice-tokenbucket:raw-tokenbucket:tb/raw", cols, " ")
+		printf "%-16s", "per round"
+		for (c = 1; c <= nc; c++) { split(cols[c], f, ":"); printf " %17s", f[3] }
+		printf "\n"
+		for (i = 1; i <= n; i++) {
+			printf "%-16s", order[i]
+			for (c = 1; c <= nc; c++) { split(cols[c], f, ":"); printf " %17s", cell(order[i], f[1], f[2]) }
+			printf "\n"
 		}
 	}' "$outfile"
