@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
@@ -19,9 +20,15 @@ import (
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
-// chargers are the in-repo algorithms with a Charge, all native.
+// chargers are the in-repo algorithms with a Charge (all native).
 func chargers() []ratelimit.Algorithm {
-	return []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()}
+	var out []ratelimit.Algorithm
+	for _, alg := range catalog.All() {
+		if _, ok := alg.(ratelimit.Charger); ok {
+			out = append(out, alg)
+		}
+	}
+	return out
 }
 
 // moderateLimit returns a random limit whose Period and FillTime are at
@@ -98,10 +105,7 @@ func TestNativeChargeMatchesGo(t *testing.T) {
 			t.Run("regime="+regime.name+"/algo="+alg.Name(), func(t *testing.T) {
 				clock := &manualClock{}
 				prefix := randomPrefix(t)
-				st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
-				if err != nil {
-					t.Fatal(err)
-				}
+				st := clockedStore(t, c, clock, prefix)
 				steps, charges := 0, 0
 				for seq := range 40 {
 					l := moderateLimit(r)
@@ -252,14 +256,8 @@ func TestNativeChargeComposite(t *testing.T) {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			clock := &manualClock{ns: start}
 			prefix := randomPrefix(t)
-			st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
-			mem, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(ratelimit.ClockFunc(clock.Now)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := clockedStore(t, c, clock, prefix)
+			mem := clockedMemory(t, clock)
 			check := func(key string, op ratelimit.Op, cost int64) ratelimit.Check {
 				return ratelimit.Check{Namespace: "m", Key: "{t}" + key, Algorithm: alg, Limit: l, Cost: cost, Op: op}
 			}

@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/algorithms/fixedwindow"
+	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
 	"github.com/sluicehq/sluice/algorithms/slidinglog"
-	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -23,6 +22,28 @@ import (
 type manualClock struct{ ns int64 }
 
 func (c *manualClock) Now() int64 { return c.ns }
+
+// clockedStore returns a store on c under prefix whose clock is clock,
+// with a TTL margin of an hour so no key expires while the test moves the
+// clock.
+func clockedStore(t *testing.T, c redisstore.Client, clock *manualClock, prefix string) *redisstore.Store {
+	t.Helper()
+	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// clockedMemory returns a memory store whose clock is clock.
+func clockedMemory(t *testing.T, clock *manualClock) *ratelimit.MemoryStore {
+	t.Helper()
+	mem, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(ratelimit.ClockFunc(clock.Now)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem
+}
 
 // randomLimit returns a valid limit inside the native path's bounds
 // (Period and FillTime at most 2^51 ns), often near an edge.
@@ -71,7 +92,7 @@ func TestNativeBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New(), slidinglog.New()}
+		algs := catalog.All()
 		for _, alg := range algs {
 			for range 3 {
 				if _, err := st.Apply(t.Context(), ratelimit.Check{Namespace: alg.Name(), Key: "k", Algorithm: alg, Limit: tt.limit, Cost: 1}); err != nil {
@@ -116,14 +137,11 @@ func TestNativeMatchesGo(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New(), slidinglog.New()} {
+	for _, alg := range catalog.All() {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			clock := &manualClock{}
 			prefix := randomPrefix(t)
-			st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := clockedStore(t, c, clock, prefix)
 			steps := 0
 			for seq := range 60 {
 				l := randomLimit(r)
@@ -194,15 +212,9 @@ func TestNativeCompositeMatchesMemory(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 2))
 	clock := &manualClock{ns: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC).UnixNano()}
-	st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(ratelimit.ClockFunc(clock.Now)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	algs := []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New(), slidinglog.New()}
+	st := clockedStore(t, c, clock, randomPrefix(t))
+	mem := clockedMemory(t, clock)
+	algs := catalog.All()
 	limits := []ratelimit.Limit{randomLimit(r), randomLimit(r), ratelimit.PerSecond(5), ratelimit.Every(time.Minute, 3).WithBurst(4), ratelimit.Every(time.Second, 6), ratelimit.Every(300*time.Millisecond, 4)}
 	for i := range 300 {
 		clock.ns += r.Int64N(int64(200 * time.Millisecond))
@@ -289,14 +301,11 @@ func joinLines(lines []string) string {
 func TestNativeFallback(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr())
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New(), slidinglog.New()} {
+	for _, alg := range catalog.All() {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 			clock := &manualClock{ns: start}
-			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := clockedStore(t, c, clock, randomPrefix(t))
 			l := ratelimit.Every(24*time.Hour, 10)
 			check := ratelimit.Check{Namespace: "f", Key: "k", Algorithm: alg, Limit: l, Cost: 3}
 			var state []byte
@@ -344,7 +353,7 @@ func TestNativeAfterCharge(t *testing.T) {
 		{time.Hour, ratelimit.OpTake, 1},        // repaid, but the stored state still shows the debt
 		{time.Hour, ratelimit.OpTake, 1},        // a state the script decides
 	}
-	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New(), leakybucket.New(), fixedwindow.New(), slidingwindow.New()} {
+	for _, alg := range chargers() {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			start := time.Date(2026, 4, 1, 0, 0, 0, 500, time.UTC).UnixNano()
 			clock := &manualClock{}
@@ -491,10 +500,7 @@ func TestNativeReserveMatchesGo(t *testing.T) {
 		t.Run("algo="+alg.Name(), func(t *testing.T) {
 			clock := &manualClock{}
 			prefix := randomPrefix(t)
-			st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := clockedStore(t, c, clock, prefix)
 			nativeSteps := 0
 			for seq := range 60 {
 				l := randomLimit(r)
