@@ -13,6 +13,7 @@
 #                     the same script (target >= 0.85)
 #   tbap/nat          the same through redisstore.WithAutoPipeline
 #   tb/plain          the same against the plain token-bucket script
+#   rr/nat            redis_rate / the native ceiling
 #   raw/nat           raw-tokenbucket (sluice-tokenbucket's very command on
 #                     a bare net.Conn, no client library) / the ceiling:
 #                     the most any Go client gets without batching calls
@@ -102,34 +103,10 @@ while [ $round -le "$rounds" ]; do
 	round=$((round + 1))
 done
 
-# Mean ops/s per setting, then the ratios.
-echo
-awk '
-	/^Benchmark/ {
-		split($1, p, "/")
-		key = p[2] "/" p[3]
-		who = p[4]
-		sub(/^impl=|^script=/, "", who)
-		if (p[1] == "BenchmarkRedisCeiling") who = "ceiling-" who
-		for (i = 2; i < NF; i++) if ($(i + 1) == "ops/s") { sum[key, who] += $i; cnt[key, who]++ }
-		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-	}
-	function mean(k, w) { return cnt[k, w] ? sum[k, w] / cnt[k, w] : 0 }
-	function ratio(a, b) { return b ? sprintf("%.2f", a / b) : "-" }
-	END {
-		printf "%-16s %11s %11s %11s %11s %11s %11s %11s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "setting", "gcra", "tokenbucket", "gcra-ap", "tb-ap", "redis_rate", "ceil-native", "ceil-plain", "gcra/rr", "tb/rr", "gap/rr", "tbap/rr", "tb/nat", "tbap/nat", "tb/plain", "raw/nat", "tb/raw"
-		for (i = 1; i <= n; i++) {
-			k = order[i]
-			g = mean(k, "sluice-gcra"); t = mean(k, "sluice-tokenbucket"); r = mean(k, "redis_rate")
-			ga = mean(k, "sluice-gcra-ap"); ta = mean(k, "sluice-tokenbucket-ap")
-			cn = mean(k, "ceiling-native"); cp = mean(k, "ceiling-plain"); w = mean(k, "raw-tokenbucket")
-			printf "%-16s %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", k, g, t, ga, ta, r, cn, cp, ratio(g, r), ratio(t, r), ratio(ga, r), ratio(ta, r), ratio(t, cn), ratio(ta, cn), ratio(t, cp), ratio(w, cn), ratio(t, w)
-		}
-	}' "$outfile"
-
-# The same ratios taken within each round, then their median and range
-# over the rounds: the drift between rounds shows in the range, where the
-# means above hide it.
+# One pass over the results prints two tables: mean ops/s per setting and
+# the ratios of those means; then the same ratios taken within each round,
+# as their median and range over the rounds (the drift between rounds
+# shows in the range, where the means hide it).
 echo
 awk '
 	/^Benchmark/ {
@@ -144,7 +121,12 @@ awk '
 		if (r > rounds) rounds = r
 		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
 	}
-	# cell prints the median (min-max) of a/b over the rounds holding both.
+	function mean(k, w,   i, sum) {
+		for (i = 1; i <= cnt[k, w]; i++) sum += val[k, w, i]
+		return cnt[k, w] ? sum / cnt[k, w] : 0
+	}
+	function ratio(a, b) { return b ? sprintf("%.2f", a / b) : "-" }
+	# cell returns the median (min-max) of a/b over the rounds holding both.
 	function cell(k, a, b,   i, m, x, j, t) {
 		m = 0
 		for (i = 1; i <= rounds; i++)
@@ -156,8 +138,19 @@ awk '
 		return sprintf("%.2f (%.2f-%.2f)", t, x[1], x[m])
 	}
 	END {
-		nc = split("sluice-gcra:redis_rate:gcra/rr sluice-tokenbucket:redis_rate:tb/rr sluice-gcra-ap:redis_rate:gap/rr sluice-tokenbucket-ap:redis_rate:tbap/rr sluice-tokenbucket:ceiling-native:tb/nat sluice-tokenbucket-ap:ceiling-native:tbap/nat redis_rate:ceiling-native:rr/nat raw-tokenbucket:ceiling-native:raw/nat sluice-tokenbucket:raw-tokenbucket:tb/raw", cols, " ")
-		printf "%-16s", "per round"
+		ni = split("sluice-gcra:gcra sluice-tokenbucket:tokenbucket sluice-gcra-ap:gcra-ap sluice-tokenbucket-ap:tb-ap redis_rate:redis_rate raw-tokenbucket:raw ceiling-native:ceil-native ceiling-plain:ceil-plain", impls, " ")
+		nc = split("sluice-gcra:redis_rate:gcra/rr sluice-tokenbucket:redis_rate:tb/rr sluice-gcra-ap:redis_rate:gap/rr sluice-tokenbucket-ap:redis_rate:tbap/rr sluice-tokenbucket:ceiling-native:tb/nat sluice-tokenbucket-ap:ceiling-native:tbap/nat sluice-tokenbucket:ceiling-plain:tb/plain redis_rate:ceiling-native:rr/nat raw-tokenbucket:ceiling-native:raw/nat sluice-tokenbucket:raw-tokenbucket:tb/raw", cols, " ")
+		printf "%-16s", "setting"
+		for (c = 1; c <= ni; c++) { split(impls[c], f, ":"); printf " %11s", f[2] }
+		for (c = 1; c <= nc; c++) { split(cols[c], f, ":"); printf " %8s", f[3] }
+		printf "\n"
+		for (i = 1; i <= n; i++) {
+			printf "%-16s", order[i]
+			for (c = 1; c <= ni; c++) { split(impls[c], f, ":"); printf " %11.0f", mean(order[i], f[1]) }
+			for (c = 1; c <= nc; c++) { split(cols[c], f, ":"); printf " %8s", ratio(mean(order[i], f[1]), mean(order[i], f[2])) }
+			printf "\n"
+		}
+		printf "\n%-16s", "per round"
 		for (c = 1; c <= nc; c++) { split(cols[c], f, ":"); printf " %17s", f[3] }
 		printf "\n"
 		for (i = 1; i <= n; i++) {
