@@ -2,7 +2,8 @@
 # compare.sh: the whole Redis comparison in one command. It starts a
 # throwaway redis-server on a free loopback port (no persistence), runs
 # redisload (sluice-gcra, sluice-tokenbucket, their autopipelined "-ap"
-# variants, redis_rate and raw-tokenbucket, the Go floor) and run.sh
+# variants, redis_rate, raw-tokenbucket, the Go floor, and
+# goredis-tokenbucket, the go-redis floor) and run.sh
 # (the redis-benchmark EVALSHA ceiling) against it at concurrency 1, 8 and
 # 64 on one hot key and on a million keys, stops the server, and prints
 # mean ops/s per setting and the ratios the issue sets targets for (then
@@ -17,8 +18,13 @@
 #   raw/nat           raw-tokenbucket (sluice-tokenbucket's very command on
 #                     a bare net.Conn, no client library) / the ceiling:
 #                     the most any Go client gets without batching calls
+#   gr/nat            goredis-tokenbucket (the same command through the
+#                     go-redis client, no store) / the ceiling: the most a
+#                     store on go-redis gets without batching calls
 #   tb/raw            sluice-tokenbucket / raw-tokenbucket: what go-redis
 #                     and the store cost over that floor
+#   tb/gr             sluice-tokenbucket / goredis-tokenbucket: what the
+#                     store alone costs
 #
 # redisbench/luacost.sh measures the scripts' Lua cost alone.
 #
@@ -138,8 +144,8 @@ awk '
 		return sprintf("%.2f (%.2f-%.2f)", t, x[1], x[m])
 	}
 	END {
-		ni = split("sluice-gcra:gcra sluice-tokenbucket:tokenbucket sluice-gcra-ap:gcra-ap sluice-tokenbucket-ap:tb-ap redis_rate:redis_rate raw-tokenbucket:raw ceiling-native:ceil-native ceiling-plain:ceil-plain", impls, " ")
-		nc = split("sluice-gcra:redis_rate:gcra/rr sluice-tokenbucket:redis_rate:tb/rr sluice-gcra-ap:redis_rate:gap/rr sluice-tokenbucket-ap:redis_rate:tbap/rr sluice-tokenbucket:ceiling-native:tb/nat sluice-tokenbucket-ap:ceiling-native:tbap/nat sluice-tokenbucket:ceiling-plain:tb/plain redis_rate:ceiling-native:rr/nat raw-tokenbucket:ceiling-native:raw/nat sluice-tokenbucket:raw-tokenbucket:tb/raw", cols, " ")
+		ni = split("sluice-gcra:gcra sluice-tokenbucket:tokenbucket sluice-gcra-ap:gcra-ap sluice-tokenbucket-ap:tb-ap redis_rate:redis_rate raw-tokenbucket:raw goredis-tokenbucket:goredis ceiling-native:ceil-native ceiling-plain:ceil-plain", impls, " ")
+		nc = split("sluice-gcra:redis_rate:gcra/rr sluice-tokenbucket:redis_rate:tb/rr sluice-gcra-ap:redis_rate:gap/rr sluice-tokenbucket-ap:redis_rate:tbap/rr sluice-tokenbucket:ceiling-native:tb/nat sluice-tokenbucket-ap:ceiling-native:tbap/nat sluice-tokenbucket:ceiling-plain:tb/plain redis_rate:ceiling-native:rr/nat raw-tokenbucket:ceiling-native:raw/nat goredis-tokenbucket:ceiling-native:gr/nat sluice-tokenbucket:raw-tokenbucket:tb/raw sluice-tokenbucket:goredis-tokenbucket:tb/gr", cols, " ")
 		printf "%-16s", "setting"
 		for (c = 1; c <= ni; c++) { split(impls[c], f, ":"); printf " %11s", f[2] }
 		for (c = 1; c <= nc; c++) { split(cols[c], f, ":"); printf " %8s", f[3] }

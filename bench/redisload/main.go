@@ -50,6 +50,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,10 +82,11 @@ var impls = map[string]func(c *redis.Client) (do take, stop func(), err error){
 	"sluice-tokenbucket-ap": sluice(tokenbucket.New(), redisstore.WithAutoPipeline(nil)),
 	"redis_rate":            redisRate,
 	"raw-tokenbucket":       rawTokenbucket,
+	"goredis-tokenbucket":   goredisTokenbucket,
 }
 
 // implNames lists impls in the order -impl's default runs them.
-const implNames = "sluice-gcra,sluice-tokenbucket,sluice-gcra-ap,sluice-tokenbucket-ap,redis_rate,raw-tokenbucket"
+const implNames = "sluice-gcra,sluice-tokenbucket,sluice-gcra-ap,sluice-tokenbucket-ap,redis_rate,raw-tokenbucket,goredis-tokenbucket"
 
 func sluice(alg ratelimit.Algorithm, opts ...redisstore.Option) func(c *redis.Client) (take, func(), error) {
 	return func(c *redis.Client) (take, func(), error) {
@@ -143,9 +145,21 @@ func run() error {
 	flag.StringVar(&keys, "keys", "1,1M", "comma-separated key sets: 1 (one hot key) or 1M (uniform over a million)")
 	flag.StringVar(&names, "impl", implNames, "comma-separated implementations")
 	flag.IntVar(&s.count, "count", 1, "rounds over every setting")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if s.duration <= 0 || s.warmup < 0 || s.timeout <= 0 || s.count < 1 {
 		return errors.New("-duration and -timeout must be positive, -warmup not negative, -count at least 1")
@@ -359,24 +373,27 @@ func (h *histogram) quantile(q float64) int64 {
 // connections: what any Go client pays for the Go runtime and the kernel.
 // Set against the redis-benchmark ceiling running the same script, it
 // tells the Go client's cost from the script's.
-func rawTokenbucket(c *redis.Client) (take, func(), error) {
+// captureTokenbucket returns the arguments of sluice-tokenbucket's EVALSHA
+// but the key (evalsha, sha, 1, head, check), taken from one call through
+// a store on c. The head asks the script for the server's TIME, so they
+// stay valid for any later call.
+func captureTokenbucket(c *redis.Client) (fixed [5]string, err error) {
 	var args []any
 	c.AddHook(captureHook{&args})
 	do, stopStore, err := sluice(tokenbucket.New())(c)
 	if err != nil {
-		return nil, nil, err
+		return fixed, err
 	}
 	ok, err := do(context.Background(), "raw:capture")
 	stopStore()
 	switch {
 	case err != nil:
-		return nil, nil, fmt.Errorf("capture call: %w", err)
+		return fixed, fmt.Errorf("capture call: %w", err)
 	case !ok:
-		return nil, nil, errors.New("capture call denied")
+		return fixed, errors.New("capture call denied")
 	case len(args) != 6 || args[0] != "evalsha" || args[2] != 1:
-		return nil, nil, fmt.Errorf("captured %d arguments %.40q, want evalsha sha 1 key head check", len(args), args)
+		return fixed, fmt.Errorf("captured %d arguments %.40q, want evalsha sha 1 key head check", len(args), args)
 	}
-	var fixed [5]string // every argument but the key
 	for i, a := range slices.Delete(args, 3, 4) {
 		switch a := a.(type) {
 		case string:
@@ -384,8 +401,39 @@ func rawTokenbucket(c *redis.Client) (take, func(), error) {
 		case int:
 			fixed[i] = strconv.Itoa(a)
 		default:
-			return nil, nil, fmt.Errorf("captured argument %d of type %T", i, a)
+			return fixed, fmt.Errorf("captured argument %d of type %T", i, a)
 		}
+	}
+	return fixed, nil
+}
+
+// goredisTokenbucket sends sluice-tokenbucket's very command through the
+// go-redis client itself (Process, its pool, RESP3), with no store: what
+// go-redis alone costs over raw-tokenbucket.
+func goredisTokenbucket(c *redis.Client) (take, func(), error) {
+	fixed, err := captureTokenbucket(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, key string) (bool, error) {
+		cmd := redis.NewCmd(ctx, fixed[0], fixed[1], fixed[2], key, fixed[3], fixed[4])
+		if err := c.Process(ctx, cmd); err != nil {
+			return false, err
+		}
+		rep, err := cmd.Text()
+		if err != nil {
+			return false, err
+		}
+		return nativeAllowed([]byte(rep))
+	}, nil, nil
+}
+
+// rawTokenbucket sends sluice-tokenbucket's very command on bare
+// connections, one per caller at a time, with no client library.
+func rawTokenbucket(c *redis.Client) (take, func(), error) {
+	fixed, err := captureTokenbucket(c)
+	if err != nil {
+		return nil, nil, err
 	}
 	opts := c.Options()
 	conns := make(chan *rawConn, opts.PoolSize)
@@ -486,7 +534,16 @@ func (rc *rawConn) call(fixed [5]string, key string) (bool, error) {
 	if _, err := io.ReadFull(rc.r, body); err != nil {
 		return false, err
 	}
-	le := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(body[8*i:])) }
+	return nativeAllowed(body[:n])
+}
+
+// nativeAllowed reads native.lua's reply, little-endian doubles, status
+// then allowed.
+func nativeAllowed(rep []byte) (bool, error) {
+	if len(rep) < 16 {
+		return false, fmt.Errorf("native.lua reply of %d bytes, want at least 16", len(rep))
+	}
+	le := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(rep[8*i:])) }
 	if le(0) != 1 {
 		return false, fmt.Errorf("native.lua status %v, want 1", le(0))
 	}
