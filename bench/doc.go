@@ -14,7 +14,7 @@
 // competitors and the raw ceilings (redis-benchmark EVALSHA, pgbench) in
 // the same run, and print the ratios the issues set targets for:
 //
-//	redisbench/compare.sh   # redisload (ops/s, p50/p99/p99.9) vs redis_rate, a bare-connection Go floor and the EVALSHA ceiling (-P: server and clients on separate CPUs)
+//	redisbench/compare.sh   # redisload (ops/s, p50/p99/p99.9) vs redis_rate, a bare-connection Go floor, a go-redis floor and the EVALSHA ceiling (-P: server and clients on separate CPUs)
 //	pgbench/compare.sh      # BenchmarkPostgres vs the naive pgx transaction and pgbench
 //
 // Sub-benchmark names are key=value pairs (keys=1/impl=sluice-gcra) so
