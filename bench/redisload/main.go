@@ -365,14 +365,6 @@ func (h *histogram) quantile(q float64) int64 {
 	return 0
 }
 
-// rawTokenbucket is the floor of a Go client: the very EVALSHA that
-// sluice-tokenbucket sends (its arguments captured from the store's first
-// call; the head asks the script for the server's TIME, so they stay valid)
-// with the key swapped, written on a bare net.Conn per caller and its reply
-// read with bufio. No client library, no deadline, no pool but a channel of
-// connections: what any Go client pays for the Go runtime and the kernel.
-// Set against the redis-benchmark ceiling running the same script, it
-// tells the Go client's cost from the script's.
 // captureTokenbucket returns the arguments of sluice-tokenbucket's EVALSHA
 // but the key (evalsha, sha, 1, head, check), taken from one call through
 // a store on c. The head asks the script for the server's TIME, so they
@@ -407,9 +399,10 @@ func captureTokenbucket(c *redis.Client) (fixed [5]string, err error) {
 	return fixed, nil
 }
 
-// goredisTokenbucket sends sluice-tokenbucket's very command through the
-// go-redis client itself (Process, its pool, RESP3), with no store: what
-// go-redis alone costs over raw-tokenbucket.
+// goredisTokenbucket is the floor of a store on go-redis: the same command
+// as rawTokenbucket sent through the go-redis client itself (Process, its
+// pool, RESP3) with no store around it. Set against raw-tokenbucket it
+// gives go-redis's cost; against sluice-tokenbucket, the store's.
 func goredisTokenbucket(c *redis.Client) (take, func(), error) {
 	fixed, err := captureTokenbucket(c)
 	if err != nil {
@@ -428,8 +421,13 @@ func goredisTokenbucket(c *redis.Client) (take, func(), error) {
 	}, nil, nil
 }
 
-// rawTokenbucket sends sluice-tokenbucket's very command on bare
-// connections, one per caller at a time, with no client library.
+// rawTokenbucket is the floor of a Go client: the very EVALSHA that
+// sluice-tokenbucket sends (see captureTokenbucket) with the key swapped,
+// written on a bare net.Conn per caller and its reply read with bufio. No
+// client library, no deadline, no pool but a channel of connections: what
+// any Go client pays for the Go runtime and the kernel. Set against the
+// redis-benchmark ceiling running the same script, it tells the Go
+// client's cost from the script's.
 func rawTokenbucket(c *redis.Client) (take, func(), error) {
 	fixed, err := captureTokenbucket(c)
 	if err != nil {
