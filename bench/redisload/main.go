@@ -3,9 +3,10 @@
 // percentiles: Sluice's redisstore with GCRA and with the token bucket,
 // each through the plain client and through go-redis's autopipeliner
 // (redisstore.WithAutoPipeline, the "-ap" variants),
-// github.com/go-redis/redis_rate/v10 (GCRA), and raw-tokenbucket, the floor
-// of a Go client (sluice-tokenbucket's command on a bare connection, see
-// rawTokenbucket), all against one server.
+// github.com/go-redis/redis_rate/v10 (GCRA), and two floors that send
+// sluice-tokenbucket's very command: raw-tokenbucket, on a bare connection
+// (see rawTokenbucket), and goredis-tokenbucket, through the go-redis
+// client with no store (see goredisTokenbucket), all against one server.
 //
 // Each of -conc callers sends one request, waits for the reply and sends
 // the next (a closed loop, like redis-benchmark without pipelining), over
@@ -40,7 +41,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -367,12 +367,15 @@ func (h *histogram) quantile(q float64) int64 {
 
 // captureTokenbucket returns the arguments of sluice-tokenbucket's EVALSHA
 // but the key (evalsha, sha, 1, head, check), taken from one call through
-// a store on c. The head asks the script for the server's TIME, so they
-// stay valid for any later call.
+// a store on a client of its own to c's server, so the hook that captures
+// them stays off c. The head asks the script for the server's TIME, so
+// they stay valid for any later call.
 func captureTokenbucket(c *redis.Client) (fixed [5]string, err error) {
+	cc := redis.NewClient(&redis.Options{Addr: c.Options().Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer func() { _ = cc.Close() }()
 	var args []any
-	c.AddHook(captureHook{&args})
-	do, stopStore, err := sluice(tokenbucket.New())(c)
+	cc.AddHook(captureHook{&args})
+	do, stopStore, err := sluice(tokenbucket.New())(cc)
 	if err != nil {
 		return fixed, err
 	}
@@ -417,7 +420,7 @@ func goredisTokenbucket(c *redis.Client) (take, func(), error) {
 		if err != nil {
 			return false, err
 		}
-		return nativeAllowed([]byte(rep))
+		return nativeAllowed(rep)
 	}, nil, nil
 }
 
@@ -536,12 +539,18 @@ func (rc *rawConn) call(fixed [5]string, key string) (bool, error) {
 }
 
 // nativeAllowed reads native.lua's reply, little-endian doubles, status
-// then allowed.
-func nativeAllowed(rep []byte) (bool, error) {
+// then allowed, from either floor's buffer without copying it.
+func nativeAllowed[B string | []byte](rep B) (bool, error) {
 	if len(rep) < 16 {
 		return false, fmt.Errorf("native.lua reply of %d bytes, want at least 16", len(rep))
 	}
-	le := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(rep[8*i:])) }
+	le := func(i int) float64 {
+		var u uint64
+		for j := 8*i + 7; j >= 8*i; j-- {
+			u = u<<8 | uint64(rep[j])
+		}
+		return math.Float64frombits(u)
+	}
 	if le(0) != 1 {
 		return false, fmt.Errorf("native.lua status %v, want 1", le(0))
 	}

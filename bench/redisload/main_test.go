@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -48,5 +50,38 @@ func TestQuantile(t *testing.T) {
 	var empty histogram
 	if q := empty.quantile(0.5); q != 0 {
 		t.Errorf("empty histogram: quantile 0.5 = %d, want 0", q)
+	}
+}
+
+// TestNativeAllowed reads native.lua's reply, status then allowed as
+// little-endian doubles, from a string and from bytes alike.
+func TestNativeAllowed(t *testing.T) {
+	reply := func(vs ...float64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		return b
+	}
+	tests := []struct {
+		rep     []byte
+		allowed bool
+		bad     bool
+	}{
+		{reply(1, 1, 5), true, false},
+		{reply(1, 0, 5), false, false},
+		{reply(0, 1), false, true},
+		{reply(1)[:8], false, true},
+	}
+	for _, tt := range tests {
+		for name, got := range map[string]func() (bool, error){
+			"bytes":  func() (bool, error) { return nativeAllowed(tt.rep) },
+			"string": func() (bool, error) { return nativeAllowed(string(tt.rep)) },
+		} {
+			allowed, err := got()
+			if (err != nil) != tt.bad || allowed != tt.allowed {
+				t.Errorf("%s %x: allowed %v, error %v; want allowed %v, error %v", name, tt.rep, allowed, err, tt.allowed, tt.bad)
+			}
+		}
 	}
 }
