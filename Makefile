@@ -3,7 +3,7 @@
 # are modules outside go.work).
 
 SHELL := /bin/bash
-MODULES := core algorithms backends/redisstore backends/pgstore cluster conformance conformance/e2e examples
+MODULES := . backends/redisstore backends/pgstore cluster conformance conformance/e2e examples
 ALL_MODULES := $(MODULES) bench tools
 PKGS := github.com/sluicehq/sluice/...
 TEST_FLAGS ?= -race -shuffle=on -count=1
@@ -30,11 +30,11 @@ tidy: ## go mod tidy in every module; fails if anything changed
 	@set -e; for m in $(ALL_MODULES); do (cd $$m && GOWORK=off go mod tidy); done
 	@git diff --exit-code -- '*go.mod' '*go.sum' || { echo "go mod tidy changed files"; exit 1; }
 
-check-deps: ## core imports only the standard library (tests included)
-	@test -z "$$(grep -E '^require' core/go.mod)" || { echo "core/go.mod must require nothing"; exit 1; }
-	@bad=$$(cd core && go list -deps -test -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./... | grep -v '^github.com/sluicehq/sluice/core' || true); \
-	  test -z "$$bad" || { echo "core imports non-stdlib packages:"; echo "$$bad"; exit 1; }
-	@echo "check-deps: core imports only the standard library"
+check-deps: ## the root module (user API, contract, algorithms) imports only the standard library, tests included
+	@test -z "$$(grep -E '^require' go.mod)" || { echo "go.mod must require nothing"; exit 1; }
+	@bad=$$(GOWORK=off go list -deps -test -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./... | grep -vE '^github.com/sluicehq/sluice(/|$$)' || true); \
+	  test -z "$$bad" || { echo "the root module imports non-stdlib packages:"; echo "$$bad"; exit 1; }
+	@echo "check-deps: the root module imports only the standard library"
 
 test: ## the README's test command: every test of every workspace module
 	go test $(TEST_FLAGS) $(PKGS)

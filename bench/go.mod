@@ -7,9 +7,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
-	github.com/sluicehq/sluice/algorithms v0.0.0
 	github.com/sluicehq/sluice/backends/redisstore v0.0.0
-	github.com/sluicehq/sluice/core v0.0.0
 	github.com/ulule/limiter/v3 v3.11.2
 	golang.org/x/time v0.16.0
 )
@@ -31,11 +29,13 @@ require (
 )
 
 replace (
-	github.com/sluicehq/sluice/algorithms => ../algorithms
 	github.com/sluicehq/sluice/backends/pgstore => ../backends/pgstore
 	github.com/sluicehq/sluice/backends/redisstore => ../backends/redisstore
 	github.com/sluicehq/sluice/cluster => ../cluster
-	github.com/sluicehq/sluice/core => ../core
 )
 
 replace github.com/sluicehq/sluice/conformance => ../conformance
+
+require github.com/sluicehq/sluice v0.0.0
+
+replace github.com/sluicehq/sluice => ..

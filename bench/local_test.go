@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/ulule/limiter/v3"
 	ulmem "github.com/ulule/limiter/v3/drivers/store/memory"
@@ -27,12 +29,11 @@ const openRate = 1_000_000_000
 // taker is one limiter under test: take one unit for key.
 type taker func(ctx context.Context, key string) bool
 
-func sluice(b testing.TB, alg ratelimit.Algorithm) taker {
-	lim, err := ratelimit.New(ratelimit.Rule{Name: "b", Algorithm: alg, Limit: ratelimit.PerSecond(openRate)})
+func sluiceLimiter(b testing.TB, alg ratelimit.Algorithm) taker {
+	lim, err := sluice.New(sluice.Rule{Name: "b", Algorithm: alg, Limit: ratelimit.PerSecond(openRate)}, sluice.WithStore(privateStore(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = lim.Close() })
 	return func(ctx context.Context, key string) bool {
 		d, err := lim.Allow(ctx, key)
 		return err == nil && d.Allowed
@@ -76,15 +77,15 @@ type impl struct {
 }
 
 var oneKey = []impl{
-	{"sluice-gcra", func(b testing.TB) taker { return sluice(b, gcra.New()) }},
-	{"sluice-tokenbucket", func(b testing.TB) taker { return sluice(b, tokenbucket.New()) }},
+	{"sluice-gcra", func(b testing.TB) taker { return sluiceLimiter(b, gcra.New()) }},
+	{"sluice-tokenbucket", func(b testing.TB) taker { return sluiceLimiter(b, tokenbucket.New()) }},
 	{"xtimerate", xtimerate},
 	{"sethvargo", sethvargo},
 }
 
 var manyKeys = []impl{
-	{"sluice-gcra", func(b testing.TB) taker { return sluice(b, gcra.New()) }},
-	{"sluice-tokenbucket", func(b testing.TB) taker { return sluice(b, tokenbucket.New()) }},
+	{"sluice-gcra", func(b testing.TB) taker { return sluiceLimiter(b, gcra.New()) }},
+	{"sluice-tokenbucket", func(b testing.TB) taker { return sluiceLimiter(b, tokenbucket.New()) }},
 	{"sethvargo", sethvargo},
 	{"ulule", ulule},
 	{"xtimerate", xtimerate},
@@ -148,7 +149,7 @@ func BenchmarkLocal(b *testing.B) {
 func BenchmarkAlgorithm(b *testing.B) {
 	ctx := context.Background()
 	for _, alg := range catalog.All() {
-		s, err := ratelimit.NewMemoryStore()
+		s, err := memstore.New()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -214,7 +215,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 }
 
 func strictSluice(b testing.TB, alg ratelimit.Algorithm) taker {
-	lim, err := ratelimit.New(ratelimit.Rule{Name: "b", Algorithm: alg, Limit: ratelimit.Every(1000*time.Hour, 1).WithBurst(100)})
+	lim, err := sluice.New(sluice.Rule{Name: "b", Algorithm: alg, Limit: ratelimit.Every(1000*time.Hour, 1).WithBurst(100)}, sluice.WithStore(privateStore(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -275,4 +276,15 @@ func runConcurrent(b *testing.B, conc int, take taker, key func(*rand.Rand) stri
 			take(ctx, key(r))
 		}
 	})
+}
+
+// privateStore returns a memory store of the benchmark's own, closed when
+// it ends, so that no two benchmarks share buckets.
+func privateStore(b testing.TB) *memstore.Store {
+	st, err := memstore.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
 }

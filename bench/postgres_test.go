@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/pgstore"
@@ -111,7 +112,7 @@ func (e *pgErrors) report(b *testing.B) {
 // sluicePG is a Limiter on store whose rule (and so namespace) is named
 // after the algorithm.
 func sluicePG(b testing.TB, store *pgstore.Store, alg ratelimit.Algorithm, errs *pgErrors) taker {
-	lim, err := ratelimit.New(ratelimit.Rule{Name: alg.Name(), Algorithm: alg, Limit: pgOpen}, ratelimit.WithStore(store))
+	lim, err := sluice.New(sluice.Rule{Name: alg.Name(), Algorithm: alg, Limit: pgOpen, Budget: benchBudget}, sluice.WithStore(store))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func BenchmarkPostgres(b *testing.B) {
 func BenchmarkPostgresComposite(b *testing.B) {
 	p := pgPool(b)
 	s := pgTable(b, p, "bench_sluice")
-	rules := []ratelimit.Rule{
+	rules := []sluice.Rule{
 		{Name: "ip", Algorithm: gcra.New(), Limit: pgOpen},
 		{Name: "user", Algorithm: gcra.New(), Limit: pgOpen},
 		{Name: "global", Algorithm: tokenbucket.New(), Limit: pgOpen},
@@ -245,7 +246,7 @@ func BenchmarkPostgresComposite(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	for _, n := range []int{1, 3} {
-		c, err := ratelimit.NewComposite(rules[:n], ratelimit.WithStore(s))
+		c, err := sluice.NewComposite(rules[:n], sluice.WithStore(s))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -253,7 +254,7 @@ func BenchmarkPostgresComposite(b *testing.B) {
 		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.Allow(ctx, keys...); err != nil {
+				if _, err := c.AllowN(ctx, 1, keys...); err != nil {
 					b.Fatal(err)
 				}
 			}

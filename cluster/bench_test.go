@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
@@ -22,7 +23,7 @@ var benchLimit = ratelimit.Limit{Count: 1 << 30, Period: time.Second, Burst: 1 <
 // allocations; backend=cluster-hotpath sets a 10 s interval to isolate the
 // decision itself.
 func BenchmarkDecide(b *testing.B) {
-	mem, err := ratelimit.NewMemoryStore()
+	mem, err := memstore.New()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,9 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hashicorp/memberlist v0.7.0
-	github.com/sluicehq/sluice/algorithms v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/conformance v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/core v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -26,8 +24,8 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 )
 
-replace (
-	github.com/sluicehq/sluice/algorithms => ../algorithms
-	github.com/sluicehq/sluice/conformance => ../conformance
-	github.com/sluicehq/sluice/core => ../core
-)
+replace github.com/sluicehq/sluice/conformance => ../conformance
+
+require github.com/sluicehq/sluice v0.0.0
+
+replace github.com/sluicehq/sluice => ..

@@ -2,11 +2,7 @@ module github.com/sluicehq/sluice/examples
 
 go 1.26.0
 
-require (
-	github.com/sluicehq/sluice/algorithms v0.0.0
-	github.com/sluicehq/sluice/cluster v0.0.0
-	github.com/sluicehq/sluice/core v0.0.0
-)
+require github.com/sluicehq/sluice/cluster v0.0.0
 
 require (
 	github.com/google/btree v1.1.3 // indirect
@@ -25,8 +21,10 @@ require (
 )
 
 replace (
-	github.com/sluicehq/sluice/algorithms => ../algorithms
 	github.com/sluicehq/sluice/cluster => ../cluster
 	github.com/sluicehq/sluice/conformance => ../conformance
-	github.com/sluicehq/sluice/core => ../core
 )
+
+require github.com/sluicehq/sluice v0.0.0
+
+replace github.com/sluicehq/sluice => ..

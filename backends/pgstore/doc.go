@@ -10,7 +10,7 @@
 //	store, err := pgstore.New(pool, pgstore.WithTable("rate_limits"))
 //	…
 //	if err := store.Migrate(ctx); err != nil { … } // idempotent, safe at every start
-//	limiter, err := ratelimit.New(rule, ratelimit.WithStore(store))
+//	limiter, err := sluice.New(rule, sluice.WithStore(store))
 //
 // New accepts any Pool (a *pgxpool.Pool or a wrapper); the store borrows
 // one connection per call. Close the store before the pool: Close stops

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/backends/pgstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -35,11 +36,11 @@ func Example() {
 		log.Print(err)
 		return
 	}
-	limiter, err := ratelimit.New(ratelimit.Rule{
+	limiter, err := sluice.New(sluice.Rule{
 		Name:      "api",
 		Algorithm: gcra.New(),
 		Limit:     ratelimit.PerSecond(10).WithBurst(20),
-	}, ratelimit.WithStore(store))
+	}, sluice.WithStore(store))
 	if err != nil {
 		log.Print(err)
 		return

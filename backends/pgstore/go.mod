@@ -4,9 +4,7 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/sluicehq/sluice/algorithms v0.0.0
 	github.com/sluicehq/sluice/conformance v0.0.0
-	github.com/sluicehq/sluice/core v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -19,8 +17,8 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 )
 
-replace (
-	github.com/sluicehq/sluice/algorithms => ../../algorithms
-	github.com/sluicehq/sluice/conformance => ../../conformance
-	github.com/sluicehq/sluice/core => ../../core
-)
+replace github.com/sluicehq/sluice/conformance => ../../conformance
+
+require github.com/sluicehq/sluice v0.0.0
+
+replace github.com/sluicehq/sluice => ../..

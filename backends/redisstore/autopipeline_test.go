@@ -202,8 +202,8 @@ func TestAsyncAutoPipelinerClient(t *testing.T) {
 			ok, err := st.ApplyAll(t.Context(), checks, out)
 			switch {
 			case tt.crossSlot:
-				if !errors.Is(err, ratelimit.ErrCrossSlot) {
-					t.Fatalf("composite across slots: %v, want ErrCrossSlot", err)
+				if !errors.Is(err, redisstore.ErrCrossSlot) {
+					t.Fatalf("composite across slots: %v, want redisstore.ErrCrossSlot", err)
 				}
 			case err != nil:
 				t.Fatal(err)

@@ -109,8 +109,8 @@ func TestCluster(t *testing.T) {
 				{Namespace: alg.Name(), Key: "bob", Algorithm: alg, Limit: lim, Cost: 1},
 			}
 			ok, err := st.ApplyAll(ctx, across, out)
-			if !errors.Is(err, ratelimit.ErrCrossSlot) || ok {
-				t.Fatalf("composite across slots: %v %v, want ErrCrossSlot", ok, err)
+			if !errors.Is(err, redisstore.ErrCrossSlot) || ok {
+				t.Fatalf("composite across slots: %v %v, want redisstore.ErrCrossSlot", ok, err)
 			}
 			if strings.Contains(err.Error(), "CROSSSLOT") {
 				t.Fatalf("raw server error leaked: %v", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/slidinglog"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/redisstore"
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
@@ -36,9 +37,9 @@ func clockedStore(t *testing.T, c redisstore.Client, clock *manualClock, prefix 
 }
 
 // clockedMemory returns a memory store whose clock is clock.
-func clockedMemory(t *testing.T, clock *manualClock) *ratelimit.MemoryStore {
+func clockedMemory(t *testing.T, clock *manualClock) *memstore.Store {
 	t.Helper()
-	mem, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(ratelimit.ClockFunc(clock.Now)))
+	mem, err := memstore.New(memstore.WithClock(ratelimit.ClockFunc(clock.Now)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@
 // keys such as "{tenant7}:ip:10.0.0.1" and "{tenant7}:user:42" share one by
 // the usual Redis convention. A composite (ApplyAll) whose keys fall in
 // different slots on a ClusterClient is refused before anything is sent,
-// with an error wrapping ratelimit.ErrCrossSlot; on a Ring every check of a
+// with an error wrapping ErrCrossSlot; on a Ring every check of a
 // composite must have the same tag source. A global rule cannot share a
 // slot with per-user keys; apply it in a separate call, or give every key
 // of the composite one tag with WithHashTag (then they all live on one

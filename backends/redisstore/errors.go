@@ -17,6 +17,13 @@ import (
 // allows. Nothing was applied, so it wraps ratelimit.ErrUnavailable.
 var ErrContention = fmt.Errorf("%w: redisstore: compare-and-set contention", ratelimit.ErrUnavailable)
 
+// ErrCrossSlot reports a composite whose keys cannot be applied in one
+// atomic step: Redis Cluster keys in different slots, or Ring keys on
+// different shards. Nothing was applied. Give the keys one hash tag (see
+// WithHashTag). It wraps ratelimit.ErrInvalid: the same composite always
+// fails the same way.
+var ErrCrossSlot = fmt.Errorf("%w: redisstore: keys cannot be applied atomically together", ratelimit.ErrInvalid)
+
 // classify maps an error from go-redis to the ratelimit error classes.
 //
 // The store's commands are never retried by go-redis (see noRetryCmd), so
@@ -58,7 +65,7 @@ func classify(err error) error {
 		msg := rerr.Error()
 		switch {
 		case strings.HasPrefix(msg, "CROSSSLOT"):
-			return fmt.Errorf("%w: redisstore: %w", ratelimit.ErrCrossSlot, err)
+			return fmt.Errorf("%w: redisstore: %w", ErrCrossSlot, err)
 		case strings.HasPrefix(msg, "WRONGTYPE"):
 			return fmt.Errorf("%w: redisstore: a key of the store holds a non-string value: %w", ratelimit.ErrCorruptState, err)
 		}

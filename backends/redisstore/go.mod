@@ -4,9 +4,7 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice/algorithms v0.0.0
 	github.com/sluicehq/sluice/conformance v0.0.0
-	github.com/sluicehq/sluice/core v0.0.0
 )
 
 require (
@@ -17,8 +15,8 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
-replace (
-	github.com/sluicehq/sluice/algorithms => ../../algorithms
-	github.com/sluicehq/sluice/conformance => ../../conformance
-	github.com/sluicehq/sluice/core => ../../core
-)
+replace github.com/sluicehq/sluice/conformance => ../../conformance
+
+require github.com/sluicehq/sluice v0.0.0
+
+replace github.com/sluicehq/sluice => ../..

@@ -131,7 +131,7 @@ func WithHashTag(f TagFunc) Option {
 // every key lives on one server: New refuses it (ratelimit.ErrInvalidOption)
 // for a *redis.ClusterClient or a *redis.Ring, and with an unknown client a
 // composite is then sent as is, so a Cluster behind it would answer
-// CROSSSLOT (reported as ratelimit.ErrCrossSlot). It cannot be combined with
+// CROSSSLOT (reported as ErrCrossSlot). It cannot be combined with
 // WithHashTag.
 func WithoutHashTag() Option {
 	return optionFunc(func(c *config) error {

@@ -12,7 +12,7 @@ import (
 
 // TestRing runs single checks and composites through a Ring of two
 // servers: a composite whose checks share a tag source works, one whose
-// tags differ is refused with ErrCrossSlot (a Ring would otherwise run the
+// tags differ is refused with redisstore.ErrCrossSlot (a Ring would otherwise run the
 // script on one shard with keys another shard owns).
 func TestRing(t *testing.T) {
 	a, b := startServer(t), startServer(t)
@@ -52,8 +52,8 @@ func TestRing(t *testing.T) {
 			{Namespace: alg.Name(), Key: "x", Algorithm: alg, Limit: lim, Cost: 1},
 			{Namespace: alg.Name(), Key: "y", Algorithm: alg, Limit: lim, Cost: 1},
 		}
-		if _, err := st.ApplyAll(ctx, mixed, out); !errors.Is(err, ratelimit.ErrCrossSlot) {
-			t.Fatalf("%s composite with two tags on a Ring: %v, want ErrCrossSlot", alg.Name(), err)
+		if _, err := st.ApplyAll(ctx, mixed, out); !errors.Is(err, redisstore.ErrCrossSlot) {
+			t.Fatalf("%s composite with two tags on a Ring: %v, want redisstore.ErrCrossSlot", alg.Name(), err)
 		}
 	}
 	noCtx := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.addr()}})

@@ -273,7 +273,7 @@ func (s *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 // script call when every algorithm has a native program. On a
 // ClusterClient every key must hash to one slot, and on a Ring every check
 // must have the same hash tag (see WithHashTag); otherwise ApplyAll sends
-// nothing and returns an error wrapping ratelimit.ErrCrossSlot. Other errors
+// nothing and returns an error wrapping ErrCrossSlot. Other errors
 // are those of Apply.
 func (s *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
 	if err := s.begin(ctx); err != nil {
@@ -325,7 +325,7 @@ func (s *Store) keys(checks []ratelimit.Check) ([]string, error) {
 		t0 := tagOf(keys[0])
 		for i := 1; i < len(keys); i++ {
 			if tagOf(keys[i]) != t0 {
-				return nil, fmt.Errorf("%w: redisstore: checks 0 and %d have different hash tags on a Ring", ratelimit.ErrCrossSlot, i)
+				return nil, fmt.Errorf("%w: redisstore: checks 0 and %d have different hash tags on a Ring", ErrCrossSlot, i)
 			}
 		}
 		return keys, nil
@@ -333,7 +333,7 @@ func (s *Store) keys(checks []ratelimit.Check) ([]string, error) {
 	slot := keySlot(keys[0])
 	for i := 1; i < len(keys); i++ {
 		if sl := keySlot(keys[i]); sl != slot {
-			return nil, fmt.Errorf("%w: redisstore: check 0 is in cluster slot %d and check %d in slot %d (give the keys one hash tag, see WithHashTag)", ratelimit.ErrCrossSlot, slot, i, sl)
+			return nil, fmt.Errorf("%w: redisstore: check 0 is in cluster slot %d and check %d in slot %d (give the keys one hash tag, see WithHashTag)", ErrCrossSlot, slot, i, sl)
 		}
 	}
 	return keys, nil

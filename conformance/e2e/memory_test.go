@@ -4,13 +4,13 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/conformance/storetest"
-	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/core/memstore"
 )
 
 // TestMemoryStore runs the conformance suite on the embedded store, read
 // through the wall clock like a server-backed store.
 func TestMemoryStore(t *testing.T) {
-	mem, err := ratelimit.NewMemoryStore()
+	mem, err := memstore.New()
 	if err != nil {
 		t.Fatal(err)
 	}

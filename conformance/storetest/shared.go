@@ -10,7 +10,7 @@ import (
 )
 
 // Shared returns a Harness.NewStore for a store that lives in the test
-// process, such as ratelimit.MemoryStore: every call returns a new handle
+// process, such as memstore.Store: every call returns a new handle
 // on st, the way separate clients reach one server. Closing a handle
 // makes that handle return ErrClosed and leaves st open; the caller
 // closes st itself.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/conformance/internal/testalg"
 	"github.com/sluicehq/sluice/conformance/storetest"
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
@@ -50,11 +51,11 @@ func (s switchable) Reset(ctx context.Context, namespace, key string) error {
 // memoryHarness returns a harness over one MemoryStore reading clk (the
 // wall clock when nil), closed when t ends.
 func memoryHarness(t *testing.T, clk *storetest.Clock) storetest.Harness {
-	var opts []ratelimit.MemoryOption
+	var opts []memstore.Option
 	if clk != nil {
-		opts = append(opts, ratelimit.WithMemoryClock(clk))
+		opts = append(opts, memstore.WithClock(clk))
 	}
-	mem, err := ratelimit.NewMemoryStore(opts...)
+	mem, err := memstore.New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

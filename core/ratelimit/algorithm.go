@@ -101,6 +101,15 @@ type Charger interface {
 	Charge(state []byte, now int64, limit Limit, amount int64, dst []byte) (Outcome, []byte, error)
 }
 
+// LimitValidator is an optional Algorithm capability: it refuses, with an
+// error wrapping ErrInvalidLimit, a valid Limit that the algorithm cannot
+// honour exactly (for example a window whose length Burst·Period/Count is
+// not a whole number of nanoseconds). Check.Validate and the Limiter call
+// it, so an algorithm never reinterprets such a limit.
+type LimitValidator interface {
+	ValidateLimit(l Limit) error
+}
+
 // Op selects what a store does with a Check.
 type Op uint8
 

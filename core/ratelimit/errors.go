@@ -5,18 +5,22 @@ import "errors"
 // Sentinel errors. Every error returned by this package and by conforming
 // stores wraps one of these; match them with [errors.Is].
 var (
+	// ErrInvalid reports input that can never be applied: every error
+	// below named ErrInvalid… wraps it, so one errors.Is tells a caller's
+	// mistake (HTTP 400) from a store failure.
+	ErrInvalid = errors.New("ratelimit: invalid argument")
 	// ErrInvalidLimit reports a Limit that is zero, negative or too large
 	// to compute with exactly (see [Limit.Validate]).
-	ErrInvalidLimit = errors.New("ratelimit: invalid limit")
+	ErrInvalidLimit = invalid("ratelimit: invalid limit")
 	// ErrInvalidKey reports an empty key or one longer than [MaxKeyLen].
-	ErrInvalidKey = errors.New("ratelimit: invalid key")
+	ErrInvalidKey = invalid("ratelimit: invalid key")
 	// ErrInvalidCost reports a negative cost or one above [MaxCost].
-	ErrInvalidCost = errors.New("ratelimit: invalid cost")
-	// ErrInvalidRule reports a Rule without an algorithm, with a bad name
-	// or a bad limit.
-	ErrInvalidRule = errors.New("ratelimit: invalid rule")
+	ErrInvalidCost = invalid("ratelimit: invalid cost")
+	// ErrInvalidRule reports a rule or check without an algorithm, with a
+	// bad name, or naming an unknown operation.
+	ErrInvalidRule = invalid("ratelimit: invalid rule")
 	// ErrInvalidOption reports an option value a constructor refused.
-	ErrInvalidOption = errors.New("ratelimit: invalid option")
+	ErrInvalidOption = invalid("ratelimit: invalid option")
 	// ErrCorruptState reports stored state an algorithm cannot decode: it
 	// was written by another algorithm or damaged. The store leaves it
 	// untouched; Reset clears it.
@@ -31,13 +35,15 @@ var (
 	// applied: the request was sent but no reply arrived (lost reply,
 	// timeout after sending). Retrying may spend twice.
 	ErrUnknownOutcome = errors.New("ratelimit: unknown outcome")
-	// ErrClosed reports use of a closed store or limiter.
+	// ErrClosed reports use of a closed store.
 	ErrClosed = errors.New("ratelimit: closed")
-	// ErrCrossSlot reports a composite whose keys cannot be applied in one
-	// atomic step by the store (for example Redis Cluster keys in
-	// different slots).
-	ErrCrossSlot = errors.New("ratelimit: keys cannot be applied atomically together")
-	// ErrWaitTooLong reports that Wait would have to wait past the
-	// context deadline, or that the cost can never be admitted.
-	ErrWaitTooLong = errors.New("ratelimit: wait exceeds deadline")
 )
+
+// invalidError is a sentinel that also matches ErrInvalid.
+type invalidError struct{ msg string }
+
+func invalid(msg string) error { return &invalidError{msg} }
+
+func (e *invalidError) Error() string { return e.msg }
+
+func (e *invalidError) Unwrap() error { return ErrInvalid }

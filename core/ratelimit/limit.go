@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"time"
 )
@@ -61,6 +62,15 @@ func PerMinute(n int64) Limit { return Every(time.Minute, n) }
 // PerHour returns a Limit of n events per hour with a burst of n.
 func PerHour(n int64) Limit { return Every(time.Hour, n) }
 
+// Unlimited returns the Limit that admits everything. A Limiter answers
+// for it without touching its store; stores refuse it (Validate reports
+// ErrInvalidLimit), so it never reaches an Algorithm.
+func Unlimited() Limit { return Limit{Count: math.MaxInt64, Period: 1, Burst: math.MaxInt64} }
+
+// IsUnlimited reports whether l is the Limit returned by Unlimited (any
+// Limit whose Count is the largest int64).
+func (l Limit) IsUnlimited() bool { return l.Count == math.MaxInt64 }
+
 // WithBurst returns a copy of l with its Burst set to b.
 func (l Limit) WithBurst(b int64) Limit {
 	l.Burst = b
@@ -103,6 +113,9 @@ func (l Limit) FillTime() time.Duration {
 
 // String returns a compact form such as "10/1s burst 20".
 func (l Limit) String() string {
+	if l.IsUnlimited() {
+		return "unlimited"
+	}
 	return fmt.Sprintf("%d/%s burst %d", l.Count, l.Period, l.Burst)
 }
 

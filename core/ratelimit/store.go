@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"unicode/utf8"
 )
 
 // Check is one request to a Store: apply Op with Cost to the state of Key
@@ -45,8 +44,13 @@ func (c *Check) Validate() error {
 			return err
 		}
 	}
+	if v, ok := c.Algorithm.(LimitValidator); ok {
+		if err := v.ValidateLimit(c.Limit); err != nil {
+			return err
+		}
+	}
 	if len(c.Namespace) <= MaxKeyLen || !ValidKey(c.Key) {
-		return checkRequest(c) // a bad key is reported before the namespace
+		return c.ValidateRequest() // a bad key is reported before the namespace
 	}
 	return fmt.Errorf("%w: namespace length %d over %d", ErrInvalidKey, len(c.Namespace), MaxKeyLen)
 }
@@ -59,8 +63,7 @@ func (c *Check) Validate() error {
 //
 // Errors wrap the sentinels of this package: invalid input (nothing
 // changed), ErrUnavailable (certainly not applied), ErrUnknownOutcome (may
-// have been applied), ErrClosed, ErrCorruptState, ErrUnsupported,
-// ErrCrossSlot. Denial is not an error.
+// have been applied), ErrClosed, ErrCorruptState, ErrUnsupported. Denial is not an error.
 //
 // Third-party stores prove conformance with
 // github.com/sluicehq/sluice/conformance/storetest.
@@ -87,19 +90,36 @@ type Store interface {
 	Close() error
 }
 
+// Budgeter is an optional Store capability: the store budget a Limiter
+// applies to rules that set none, that is, how long one call may wait for
+// the store before the rule's failure policy answers instead. A store
+// that decides in process without waiting on I/O (the memory store, a
+// gossip node) returns 0, and the Limiter then sets no deadline at all.
+// Stores without the capability get the Limiter's default for remote
+// stores.
+type Budgeter interface {
+	DefaultBudget() time.Duration
+}
+
 // ValidKey reports whether key has an acceptable length (1..MaxKeyLen
 // bytes). Content is never restricted: any byte is data. Stores share it.
 func ValidKey(key string) bool { return len(key) > 0 && len(key) <= MaxKeyLen }
 
-// printableKey renders a key for error messages without dumping arbitrary
-// bytes.
-func printableKey(key string) string {
-	const max = 64
-	if len(key) > max {
-		key = key[:max]
+// ValidateRequest checks only the per-call fields of c, the last checks of
+// Validate: a key of 1..MaxKeyLen bytes, a cost in 0..MaxCost, a known op
+// and a non-negative MaxWait. It is for callers that validated the
+// algorithm, limit and namespace once for many checks, as a Limiter does
+// with its rule.
+func (c *Check) ValidateRequest() error {
+	switch {
+	case !ValidKey(c.Key):
+		return fmt.Errorf("%w: key length %d outside 1..%d", ErrInvalidKey, len(c.Key), MaxKeyLen)
+	case c.Cost < 0 || c.Cost > MaxCost:
+		return fmt.Errorf("%w: cost %d outside 0..%d", ErrInvalidCost, c.Cost, int64(MaxCost))
+	case c.Op > OpCharge:
+		return fmt.Errorf("%w: unknown op %d", ErrInvalidRule, c.Op)
+	case c.MaxWait < 0:
+		return fmt.Errorf("%w: negative max wait %s", ErrInvalidCost, c.MaxWait)
 	}
-	if utf8.ValidString(key) {
-		return fmt.Sprintf("%q", key)
-	}
-	return fmt.Sprintf("%x", key)
+	return nil
 }

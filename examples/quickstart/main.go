@@ -18,9 +18,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
-	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
 type client struct {
@@ -28,7 +28,7 @@ type client struct {
 	perSec   int // how often it calls
 	allowed  int
 	denied   int
-	lastDeny ratelimit.Decision
+	lastDeny sluice.Decision
 }
 
 func main() {
@@ -41,14 +41,13 @@ func run(ctx context.Context) error {
 	// Each client may make 5 calls per second with bursts of 10; all clients
 	// together at most 12 per second with bursts of 20. No store option:
 	// the embedded memory store is used.
-	api, err := ratelimit.NewComposite([]ratelimit.Rule{
-		{Name: "per-client", Algorithm: gcra.New(), Limit: ratelimit.PerSecond(5).WithBurst(10)},
-		{Name: "global", Algorithm: tokenbucket.New(), Limit: ratelimit.PerSecond(12).WithBurst(20)},
+	api, err := sluice.NewComposite([]sluice.Rule{
+		{Name: "per-client", Algorithm: gcra.New(), Limit: sluice.PerSecond(5).WithBurst(10)},
+		{Name: "global", Algorithm: tokenbucket.New(), Limit: sluice.PerSecond(12).WithBurst(20)},
 	})
 	if err != nil {
 		return err
 	}
-	defer api.Close()
 
 	clients := []*client{{name: "alice", perSec: 20}, {name: "bob", perSec: 4}, {name: "carol", perSec: 8}}
 	fmt.Println("rules: per-client 5/s burst 10 (GCRA), global 12/s burst 20 (token bucket)")
@@ -69,7 +68,7 @@ func run(ctx context.Context) error {
 				if step*c.perSec/20 == (step+1)*c.perSec/20 {
 					continue
 				}
-				d, err := api.Allow(ctx, c.name, "all")
+				d, err := api.AllowN(ctx, 1, c.name, "all")
 				if err != nil {
 					return err
 				}
@@ -89,7 +88,8 @@ func run(ctx context.Context) error {
 		}
 		fmt.Printf("%s %d\n", row, total)
 	}
-	fmt.Printf("\nalice's last refusal: %s\n", clients[0].lastDeny)
+	last := clients[0].lastDeny
+	fmt.Printf("\nalice's last refusal: rule %s (%s), retry after %s\n", last.Rule, last.Limit, last.RetryAfter)
 	fmt.Println("(first second: bursts pass; later: per-client refill of 5/s and the global 12/s cap)")
 
 	return httpDemo(ctx)
@@ -98,11 +98,10 @@ func run(ctx context.Context) error {
 // httpDemo guards a handler with a Limiter and answers 429 with
 // Retry-After when the limit is reached.
 func httpDemo(ctx context.Context) error {
-	lim, err := ratelimit.New(ratelimit.Rule{Name: "http", Algorithm: gcra.New(), Limit: ratelimit.PerMinute(3)})
+	lim, err := sluice.New(sluice.Rule{Name: "http", Algorithm: gcra.New(), Limit: sluice.PerMinute(3)})
 	if err != nil {
 		return err
 	}
-	defer lim.Close()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Key by client address without the port. Behind a proxy, derive the
 		// client from a trusted proxy list instead of trusting headers.

@@ -1,4 +1,4 @@
-package ratelimit_test
+package memstore_test
 
 import (
 	"context"
@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithms/gcra"
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
-func newMem(t *testing.T) (*ratelimit.MemoryStore, *fakeClock) {
+func newMem(t *testing.T) (*memstore.Store, *fakeClock) {
 	t.Helper()
 	clk := newFakeClock()
-	s, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk))
+	s, err := memstore.New(memstore.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +28,7 @@ func newMem(t *testing.T) (*ratelimit.MemoryStore, *fakeClock) {
 }
 
 func check(key string, l ratelimit.Limit, cost int64) ratelimit.Check {
-	return ratelimit.Check{Namespace: "t", Key: key, Algorithm: tat{}, Limit: l, Cost: cost}
+	return ratelimit.Check{Namespace: "t", Key: key, Algorithm: gcra.New(), Limit: l, Cost: cost}
 }
 
 func TestMemoryStoreBurstAndRefill(t *testing.T) {
@@ -101,7 +103,7 @@ func TestMemoryStoreExactUnderContentionConcurrentSafe(t *testing.T) {
 
 func TestMemoryStoreReclaimsIdleKeys(t *testing.T) {
 	clk := newFakeClock()
-	s, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk), ratelimit.WithMemoryReclaimGrace(0))
+	s, err := memstore.New(memstore.WithClock(clk), memstore.WithReclaimGrace(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestMemoryStoreReclaimsIdleKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := s.Len(); n != 10000 {
+	if n := memstore.Keys(s); n != 10000 {
 		t.Fatalf("Len = %d after 10000 keys, want 10000", n)
 	}
 	clk.Advance(time.Second) // every bucket is full again: expiry changes nothing
@@ -126,7 +128,7 @@ func TestMemoryStoreReclaimsIdleKeys(t *testing.T) {
 	}
 	// 210,000 keys were created; at most the last round's 10,000 are live.
 	// Sweeping on insert keeps the total near the live set.
-	if n := s.Len(); n > 25000 {
+	if n := memstore.Keys(s); n > 25000 {
 		t.Fatalf("Len = %d after churn, want bounded near the 10000 live keys", n)
 	}
 }
@@ -298,11 +300,11 @@ func TestMemoryStoreContextAndClose(t *testing.T) {
 }
 
 func BenchmarkMemoryStoreApply(b *testing.B) {
-	s, err := ratelimit.NewMemoryStore()
+	s, err := memstore.New()
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := ratelimit.Check{Namespace: "b", Key: "hot", Algorithm: tat{}, Limit: ratelimit.Every(time.Nanosecond, 1<<40), Cost: 1}
+	c := ratelimit.Check{Namespace: "b", Key: "hot", Algorithm: gcra.New(), Limit: ratelimit.Every(time.Nanosecond, 1<<40), Cost: 1}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -312,7 +314,7 @@ func BenchmarkMemoryStoreApply(b *testing.B) {
 
 func TestMemoryStoreReclaimGrace(t *testing.T) {
 	clk := newFakeClock()
-	s, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk), ratelimit.WithMemoryReclaimGrace(time.Minute))
+	s, err := memstore.New(memstore.WithClock(clk), memstore.WithReclaimGrace(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +331,7 @@ func TestMemoryStoreReclaimGrace(t *testing.T) {
 	insert("a", 5000)
 	clk.Advance(30 * time.Second) // expired, but within the grace
 	insert("b", 5000)
-	if n := s.Len(); n != 10000 {
+	if n := memstore.Keys(s); n != 10000 {
 		t.Fatalf("Len = %d, want 10000: keys inside the grace were reclaimed", n)
 	}
 	// Expired state is still never seen by decisions.
@@ -340,10 +342,10 @@ func TestMemoryStoreReclaimGrace(t *testing.T) {
 	for round := range 10 {
 		insert(fmt.Sprint("c", round, "-"), 5000)
 	}
-	if n := s.Len(); n > 60000-5000 {
+	if n := memstore.Keys(s); n > 60000-5000 {
 		t.Fatalf("Len = %d after the grace passed, want old keys reclaimed", n)
 	}
-	if _, err := ratelimit.NewMemoryStore(ratelimit.WithMemoryReclaimGrace(-1)); !errors.Is(err, ratelimit.ErrInvalidOption) {
+	if _, err := memstore.New(memstore.WithReclaimGrace(-1)); !errors.Is(err, ratelimit.ErrInvalidOption) {
 		t.Fatalf("negative grace: %v, want ErrInvalidOption", err)
 	}
 }

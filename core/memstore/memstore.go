@@ -1,4 +1,4 @@
-package ratelimit
+package memstore
 
 import (
 	"cmp"
@@ -11,6 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/keyfmt"
+	"github.com/sluicehq/sluice/internal/memhook"
 )
 
 // inlineState is how many bytes of state an entry holds without a separate
@@ -32,24 +36,11 @@ const pageSize = 1 << pageBits
 // keeps memory bounded by the number of live keys without a goroutine.
 const sweepPerInsert = 4
 
-// MemoryStore is the embedded in-memory Store, the default of New. It keeps
-// state in sharded maps guarded by mutexes, decides with zero allocations
-// for an existing key whose state fits inline (31 bytes), and reclaims idle
-// keys: each insert examines a few entries and drops those whose TTL
-// passed more than a grace period ago (one minute by default, see
-// WithMemoryReclaimGrace). Dropping expired state changes nothing by the
-// Algorithm contract; the grace only spares hot keys with tiny TTLs a
-// delete and a re-insert. Memory is therefore bounded by the keys used
-// within their TTL plus the grace. It starts no goroutine.
-//
-// Memory: each key costs one index slot (a string header and a slot
-// number, about 25 bytes at full load) plus a 40-byte slab entry, plus its
-// key bytes; freed entries are reused by later keys.
-//
-// A MemoryStore is safe for concurrent use. Its state is lost when the
-// process exits. Create one with NewMemoryStore.
-type MemoryStore struct {
-	clock  Clock
+// Store is the embedded in-memory ratelimit.Store. Create one with New;
+// the zero value is not usable. A Store is safe for concurrent use. Its
+// state is lost when the process exits.
+type Store struct {
+	clock  ratelimit.Clock
 	grace  int64 // reclaim state expired at least this long ago, ns
 	seed   maphash.Seed
 	mu     sync.Mutex // serialises namespace creation
@@ -79,53 +70,53 @@ type memEntry struct {
 	state   [inlineState]byte
 }
 
-// MemoryOption configures a MemoryStore.
-type MemoryOption interface {
-	applyMemory(*MemoryStore) error
+// Option configures a Store.
+type Option interface {
+	apply(*Store) error
 }
 
-type memoryOptionFunc func(*MemoryStore) error
+type optionFunc func(*Store) error
 
-func (f memoryOptionFunc) applyMemory(m *MemoryStore) error { return f(m) }
+func (f optionFunc) apply(m *Store) error { return f(m) }
 
-// WithMemoryClock sets the store's clock; the default is SystemClock.
-func WithMemoryClock(c Clock) MemoryOption {
-	return memoryOptionFunc(func(m *MemoryStore) error {
+// WithClock sets the store's clock; the default is ratelimit.SystemClock.
+func WithClock(c ratelimit.Clock) Option {
+	return optionFunc(func(m *Store) error {
 		if c == nil {
-			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
+			return fmt.Errorf("%w: nil clock", ratelimit.ErrInvalidOption)
 		}
 		m.clock = c
 		return nil
 	})
 }
 
-// DefaultReclaimGrace is how long a MemoryStore keeps a key whose state
+// DefaultReclaimGrace is how long a Store keeps a key whose state
 // has expired before an insert may reclaim it.
 const DefaultReclaimGrace = time.Minute
 
-// WithMemoryReclaimGrace sets how long a key whose state has expired is
+// WithReclaimGrace sets how long a key whose state has expired is
 // kept before an insert may reclaim its memory; 0 reclaims as soon as the
 // state expires. Decisions never see expired state either way: the grace
 // only trades memory for fewer deletes and re-inserts of hot keys. It must
 // not be negative.
-func WithMemoryReclaimGrace(d time.Duration) MemoryOption {
-	return memoryOptionFunc(func(m *MemoryStore) error {
+func WithReclaimGrace(d time.Duration) Option {
+	return optionFunc(func(m *Store) error {
 		if d < 0 {
-			return fmt.Errorf("%w: negative reclaim grace %s", ErrInvalidOption, d)
+			return fmt.Errorf("%w: negative reclaim grace %s", ratelimit.ErrInvalidOption, d)
 		}
 		m.grace = int64(d)
 		return nil
 	})
 }
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore(opts ...MemoryOption) (*MemoryStore, error) {
-	m := &MemoryStore{clock: SystemClock{}, seed: maphash.MakeSeed(), grace: int64(DefaultReclaimGrace)}
+// NewStore returns an empty Store.
+func New(opts ...Option) (*Store, error) {
+	m := &Store{clock: ratelimit.SystemClock{}, seed: maphash.MakeSeed(), grace: int64(DefaultReclaimGrace)}
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+			return nil, fmt.Errorf("%w: nil option", ratelimit.ErrInvalidOption)
 		}
-		if err := o.applyMemory(m); err != nil {
+		if err := o.apply(m); err != nil {
 			return nil, err
 		}
 	}
@@ -134,7 +125,7 @@ func NewMemoryStore(opts ...MemoryOption) (*MemoryStore, error) {
 	return m, nil
 }
 
-func (m *MemoryStore) space(ns string, create bool) *memSpace {
+func (m *Store) space(ns string, create bool) *memSpace {
 	if sp := (*m.spaces.Load())[ns]; sp != nil || !create {
 		return sp
 	}
@@ -159,13 +150,13 @@ func (m *MemoryStore) space(ns string, create bool) *memSpace {
 	return sp
 }
 
-func (m *MemoryStore) shard(sp *memSpace, key string) *memShard {
+func (m *Store) shard(sp *memSpace, key string) *memShard {
 	return &sp.shards[maphash.String(m.seed, key)&(memShards-1)]
 }
 
-func (m *MemoryStore) begin(ctx context.Context) error {
+func (m *Store) begin(ctx context.Context) error {
 	if m.closed.Load() {
-		return ErrClosed
+		return ratelimit.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ratelimit: memory store: %w", err)
@@ -173,17 +164,56 @@ func (m *MemoryStore) begin(ctx context.Context) error {
 	return nil
 }
 
-// Apply applies c atomically. See Store.
-func (m *MemoryStore) Apply(ctx context.Context, c Check) (Outcome, error) {
+func init() {
+	memhook.Open = func(st ratelimit.Store, ns string) memhook.Space {
+		m, ok := st.(*Store)
+		if !ok {
+			return nil
+		}
+		return &space{m: m, name: ns}
+	}
+}
+
+// space is the memhook fast path of one namespace: it looks the namespace
+// up once and skips the validation the Limiter did when it was made.
+type space struct {
+	m    *Store
+	name string
+	sp   atomic.Pointer[memSpace]
+}
+
+func (s *space) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
+	var o ratelimit.Outcome
+	if err := s.m.begin(ctx); err != nil {
+		return o, err
+	}
+	if err := c.ValidateRequest(); err != nil { // the Limiter validated the rest
+		return o, err
+	}
+	sp := s.sp.Load()
+	if sp == nil {
+		sp = s.m.space(s.name, true)
+		s.sp.Store(sp)
+	}
+	err := s.m.apply(sp, &c, &o)
+	return o, err
+}
+
+// DefaultBudget returns 0: the store decides in process and never waits on
+// I/O, so a Limiter sets no deadline on its calls (see ratelimit.Budgeter).
+func (m *Store) DefaultBudget() time.Duration { return 0 }
+
+// Apply applies c atomically. See ratelimit.Store.
+func (m *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
 	if err := m.begin(ctx); err != nil {
-		return Outcome{}, err
+		return ratelimit.Outcome{}, err
 	}
 	if err := c.Validate(); err != nil {
-		return Outcome{}, err
+		return ratelimit.Outcome{}, err
 	}
-	var o Outcome
+	var o ratelimit.Outcome
 	if err := m.apply(m.space(c.Namespace, true), &c, &o); err != nil {
-		return Outcome{}, err
+		return ratelimit.Outcome{}, err
 	}
 	return o, nil
 }
@@ -192,21 +222,21 @@ func (m *MemoryStore) Apply(ctx context.Context, c Check) (Outcome, error) {
 // the outcome to *res only on success. The Limiter calls it directly, with
 // sp looked up once, so that the hot path neither copies the check or the
 // outcome nor looks the namespace up again.
-func (m *MemoryStore) apply(sp *memSpace, c *Check, res *Outcome) error {
+func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) error {
 	sh := m.shard(sp, c.Key)
 	sh.mu.Lock()
 	now := m.clock.Now()
 	slot, found := sh.index[c.Key]
 	sh.in = sh.loadSlot(slot, found, now, sh.in[:0])
 	var (
-		o   Outcome
+		o   ratelimit.Outcome
 		out []byte
 		err error
 	)
-	if c.Op == OpTake { // the hot path, without Evaluate's dispatch
+	if c.Op == ratelimit.OpTake { // the hot path, without Evaluate's dispatch
 		o, out, err = c.Algorithm.Decide(sh.in, now, c.Limit, c.Cost, sh.out[:0])
 	} else {
-		o, out, err = Evaluate(c.Algorithm, c.Op, sh.in, now, c.Limit, c.Cost, c.MaxWait, sh.out[:0])
+		o, out, err = ratelimit.Evaluate(c.Algorithm, c.Op, sh.in, now, c.Limit, c.Cost, c.MaxWait, sh.out[:0])
 	}
 	sh.out = out[:0]
 	if err == nil && o.Changed {
@@ -214,7 +244,7 @@ func (m *MemoryStore) apply(sp *memSpace, c *Check, res *Outcome) error {
 	}
 	sh.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("key %s: %w", printableKey(c.Key), err)
+		return fmt.Errorf("key %s: %w", keyfmt.Quote(c.Key), err)
 	}
 	*res = o
 	return nil
@@ -247,7 +277,7 @@ func (sh *memShard) loadSlot(i uint32, found bool, now int64, dst []byte) []byte
 
 // cutoff returns the instant before which expired entries may be
 // reclaimed: now minus the grace, saturating at the smallest int64.
-func (m *MemoryStore) cutoff(now int64) int64 {
+func (m *Store) cutoff(now int64) int64 {
 	if now < -(1<<63-1)+m.grace {
 		return -(1 << 63)
 	}
@@ -256,7 +286,7 @@ func (m *MemoryStore) cutoff(now int64) int64 {
 
 // store records the new state of key, or drops it when its TTL is over.
 // Inserts reclaim entries that expired before cutoff.
-func (sh *memShard) store(key string, now, cutoff int64, o Outcome, state []byte) {
+func (sh *memShard) store(key string, now, cutoff int64, o ratelimit.Outcome, state []byte) {
 	i, exists := sh.index[key]
 	sh.storeSlot(key, i, exists, now, cutoff, o.TTL, state)
 }
@@ -338,13 +368,13 @@ func saturatingAdd(a, b int64) int64 {
 	return a + b
 }
 
-// ApplyAll applies checks atomically, all or nothing. See Store.
-func (m *MemoryStore) ApplyAll(ctx context.Context, checks []Check, out []Outcome) (bool, error) {
+// ApplyAll applies checks atomically, all or nothing. See ratelimit.Store.
+func (m *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
 	if err := m.begin(ctx); err != nil {
 		return false, err
 	}
 	if len(out) < len(checks) {
-		return false, fmt.Errorf("%w: %d outcomes for %d checks", ErrInvalidOption, len(out), len(checks))
+		return false, fmt.Errorf("%w: %d outcomes for %d checks", ratelimit.ErrInvalidOption, len(out), len(checks))
 	}
 	shards := make([]*memShard, len(checks))
 	for i := range checks {
@@ -390,12 +420,12 @@ func (m *MemoryStore) ApplyAll(ctx context.Context, checks []Check, out []Outcom
 		} else {
 			cur = shards[i].load(c.Key, now, nil)
 		}
-		o, next, err := Evaluate(c.Algorithm, c.Op, cur, now, c.Limit, c.Cost, c.MaxWait, nil)
+		o, next, err := ratelimit.Evaluate(c.Algorithm, c.Op, cur, now, c.Limit, c.Cost, c.MaxWait, nil)
 		if err != nil {
-			return false, fmt.Errorf("check %d, key %s: %w", i, printableKey(c.Key), err)
+			return false, fmt.Errorf("check %d, key %s: %w", i, keyfmt.Quote(c.Key), err)
 		}
 		out[i] = o
-		if (c.Op == OpTake || c.Op == OpReserve) && !o.Allowed {
+		if (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && !o.Allowed {
 			allowed = false
 		}
 		if !o.Changed {
@@ -429,12 +459,12 @@ func (m *MemoryStore) ApplyAll(ctx context.Context, checks []Check, out []Outcom
 func sameState(a, b []byte) bool { return string(a) == string(b) }
 
 // Reset deletes the state of key in namespace.
-func (m *MemoryStore) Reset(ctx context.Context, namespace, key string) error {
+func (m *Store) Reset(ctx context.Context, namespace, key string) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
-	if !ValidKey(key) {
-		return fmt.Errorf("%w: key length %d outside 1..%d", ErrInvalidKey, len(key), MaxKeyLen)
+	if !ratelimit.ValidKey(key) {
+		return fmt.Errorf("%w: key length %d outside 1..%d", ratelimit.ErrInvalidKey, len(key), ratelimit.MaxKeyLen)
 	}
 	sp := m.space(namespace, false)
 	if sp == nil {
@@ -449,9 +479,9 @@ func (m *MemoryStore) Reset(ctx context.Context, namespace, key string) error {
 	return nil
 }
 
-// Len returns the number of keys holding state, expired or not, in all
-// namespaces. It is meant for tests and metrics.
-func (m *MemoryStore) Len() int {
+// keys returns the number of keys holding state, expired or not, in all
+// namespaces.
+func (m *Store) keys() int {
 	n := 0
 	for _, sp := range *m.spaces.Load() {
 		for i := range sp.shards {
@@ -465,8 +495,8 @@ func (m *MemoryStore) Len() int {
 }
 
 // Close drops all state. Closing twice is not an error; other calls after
-// Close return ErrClosed.
-func (m *MemoryStore) Close() error {
+// Close return ratelimit.ErrClosed.
+func (m *Store) Close() error {
 	if m.closed.Swap(true) {
 		return nil
 	}
@@ -477,4 +507,4 @@ func (m *MemoryStore) Close() error {
 	return nil
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ ratelimit.Store = (*Store)(nil)

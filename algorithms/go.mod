@@ -1,7 +1,0 @@
-module github.com/sluicehq/sluice/algorithms
-
-go 1.26.0
-
-require github.com/sluicehq/sluice/core v0.0.0
-
-replace github.com/sluicehq/sluice/core => ../core

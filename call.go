@@ -1,0 +1,104 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/memhook"
+)
+
+// caller is what a Limiter and a Composite share: the store, its fast path
+// and the observer.
+type caller struct {
+	store   ratelimit.Store
+	fast    memhook.Space // the memory store's fast path for one namespace, or nil
+	observe func(ctx context.Context, key string, d Decision, err error)
+}
+
+// apply applies *c with a deadline of budget (none when 0), writing the
+// outcome to *o on success.
+func (cl *caller) apply(ctx context.Context, budget time.Duration, c *ratelimit.Check, o *ratelimit.Outcome) error {
+	if budget <= 0 {
+		var (
+			out ratelimit.Outcome
+			err error
+		)
+		if cl.fast != nil {
+			out, err = cl.fast.Apply(ctx, *c)
+		} else {
+			out, err = cl.store.Apply(ctx, *c)
+		}
+		if err == nil {
+			*o = out
+		}
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, budget)
+	out, err := cl.store.Apply(sctx, *c)
+	cancel()
+	if err == nil {
+		*o = out
+	}
+	return err
+}
+
+// applyAll is apply for a composite.
+func (cl *caller) applyAll(ctx context.Context, budget time.Duration, checks []ratelimit.Check, out []ratelimit.Outcome) error {
+	if budget <= 0 {
+		_, err := cl.store.ApplyAll(ctx, checks, out)
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, budget)
+	_, err := cl.store.ApplyAll(sctx, checks, out)
+	cancel()
+	return err
+}
+
+// withStore runs fn with a deadline of budget, for calls other than a
+// decision (Reset).
+func withBudget(ctx context.Context, budget time.Duration, fn func(context.Context) error) error {
+	if budget <= 0 {
+		return fn(ctx)
+	}
+	sctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	return fn(sctx)
+}
+
+// classify sorts the error of a store call made on behalf of ctx. It
+// returns policy true when the failure policy answers instead (the store
+// failed, or the budget or the caller's deadline ran out), with err typed
+// as ratelimit.ErrUnavailable or ratelimit.ErrUnknownOutcome; and policy
+// false with the error to return otherwise: the caller's own cancellation
+// (its context error) or input the store refused.
+func classify(ctx context.Context, err error) (policy bool, _ error) {
+	if cerr := ctx.Err(); errors.Is(cerr, context.Canceled) {
+		if errors.Is(err, context.Canceled) {
+			return false, err
+		}
+		return false, fmt.Errorf("%w: %w", cerr, err)
+	}
+	switch {
+	case errors.Is(err, ratelimit.ErrUnavailable), errors.Is(err, ratelimit.ErrUnknownOutcome):
+		return true, err
+	case errors.Is(err, context.DeadlineExceeded):
+		// The store did not say whether it applied the call.
+		return true, fmt.Errorf("%w: no answer from the store before the deadline: %w", ratelimit.ErrUnknownOutcome, err)
+	}
+	return false, err
+}
+
+func (cl *caller) observed(ctx context.Context, key string, d *Decision, err error) {
+	if cl.observe != nil {
+		cl.observe(ctx, key, *d, err)
+	}
+}

@@ -1,3 +1,0 @@
-module github.com/sluicehq/sluice/core
-
-go 1.26.0

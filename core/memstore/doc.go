@@ -1,0 +1,28 @@
+// Package memstore is the embedded in-memory ratelimit.Store: the default
+// store of a sluice.Limiter, and the one to pass to sluice.WithStore when a
+// limiter needs counters of its own.
+//
+//	st, err := memstore.New()
+//	lim, err := sluice.New(rule, sluice.WithStore(st))
+//
+// Guarantees:
+//
+//   - Exact: each key is decided under its shard's mutex, with the store's
+//     clock read under the lock, so concurrent calls are linearizable and
+//     ApplyAll is all or nothing.
+//   - Zero allocations per decision for an existing key whose state fits
+//     inline (31 bytes: every in-repo algorithm but the sliding log).
+//   - Bounded memory without a goroutine: each insert examines a few
+//     entries and drops those whose TTL passed more than a grace period ago
+//     (DefaultReclaimGrace, see WithReclaimGrace). Dropping expired state
+//     changes nothing by the Algorithm contract; the grace only spares hot
+//     keys with tiny TTLs a delete and a re-insert. A key costs one index
+//     slot (about 25 bytes), a 40-byte slab entry and its key bytes.
+//   - The clock is ratelimit.SystemClock unless WithClock injects another
+//     (tests).
+//
+// Errors wrap the ratelimit sentinels: invalid input (nothing changed),
+// ratelimit.ErrCorruptState, ratelimit.ErrUnsupported and, after Close,
+// ratelimit.ErrClosed. A context that has ended is reported before
+// anything is applied.
+package memstore
