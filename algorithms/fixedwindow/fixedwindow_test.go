@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
-	"github.com/sluicehq/sluice/algorithms/internal/algtest"
-	"github.com/sluicehq/sluice/algorithms/internal/model"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
@@ -92,9 +92,9 @@ func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, fixedwindow.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, fixedwindow.New()) }
 
-// TestMaxUsed checks the cap on a carried count: Burst windows' worth
-// over MaxWindowSpan plus one window, saturating at 2^62, and that a
-// charge stops there.
+// TestMaxUsed checks the cap on a carried count: Burst per window of
+// Burst·Period/Count over MaxWindowSpan plus one window, saturating at
+// 2^62, and that a charge stops there.
 func TestMaxUsed(t *testing.T) {
 	span := ratelimit.MaxWindowSpan
 	tests := []struct {
@@ -104,7 +104,9 @@ func TestMaxUsed(t *testing.T) {
 		{ratelimit.Limit{Count: 1, Period: span, Burst: 1}, 2},
 		{ratelimit.Limit{Count: 5, Period: span / 2, Burst: 5}, 15},
 		{ratelimit.Limit{Count: 10, Period: time.Second, Burst: 10}, 10 * (int64(span/time.Second) + 1)},
-		{ratelimit.Limit{Count: 1, Period: time.Nanosecond, Burst: 1 << 20}, 1 << 62},
+		{ratelimit.Limit{Count: 1 << 20, Period: time.Nanosecond, Burst: 1 << 20}, 1 << 62},
+		// The window is Burst·Period/Count = span/2: three windows' worth.
+		{ratelimit.Limit{Count: 1, Period: span / 4, Burst: 2}, 6},
 	}
 	for _, tt := range tests {
 		if got := fixedwindow.MaxUsed(tt.l); got != tt.want {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/gcra"
-	"github.com/sluicehq/sluice/algorithms/internal/algtest"
-	"github.com/sluicehq/sluice/algorithms/internal/model"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/algtest"
-	"github.com/sluicehq/sluice/algorithms/internal/model"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
