@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
+	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/internal/algtest"
 	"github.com/sluicehq/sluice/internal/model"
-	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
 func newModel(l ratelimit.Limit) algtest.Model { return &model.FixedWindow{L: l} }

@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/gcra"
-	"github.com/sluicehq/sluice/internal/algtest"
-	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 var allOps = []ratelimit.Op{ratelimit.OpTake, ratelimit.OpReserve, ratelimit.OpRefund, ratelimit.OpCharge}

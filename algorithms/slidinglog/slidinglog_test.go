@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algtest"
-	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/algorithms/slidinglog"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 func newModel(l ratelimit.Limit) algtest.Model { return &model.SlidingLog{L: l} }

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algtest"
-	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 func newModel(l ratelimit.Limit) algtest.Model { return &model.SlidingWindow{L: l} }

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algtest"
-	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 var allOps = []ratelimit.Op{ratelimit.OpTake, ratelimit.OpReserve, ratelimit.OpRefund, ratelimit.OpCharge}
