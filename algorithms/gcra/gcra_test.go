@@ -139,3 +139,9 @@ func TestCorruptState(t *testing.T) {
 func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, gcra.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, gcra.New()) }
+
+func TestRate(t *testing.T) { algtest.Rate(t, gcra.New(), algtest.RateLimits(), true) }
+
+func TestValidateLimit(t *testing.T) {
+	algtest.ValidateLimit(t, gcra.New(), append(algtest.Limits(), algtest.RateLimits()...))
+}

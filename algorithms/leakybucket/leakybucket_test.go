@@ -124,3 +124,9 @@ func TestCorruptState(t *testing.T) {
 func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, leakybucket.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, leakybucket.New()) }
+
+func TestRate(t *testing.T) { algtest.Rate(t, leakybucket.New(), algtest.RateLimits(), true) }
+
+func TestValidateLimit(t *testing.T) {
+	algtest.ValidateLimit(t, leakybucket.New(), append(algtest.Limits(), algtest.RateLimits()...))
+}

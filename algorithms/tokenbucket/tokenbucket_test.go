@@ -104,3 +104,9 @@ func TestCorruptState(t *testing.T) {
 func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, tokenbucket.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, tokenbucket.New()) }
+
+func TestRate(t *testing.T) { algtest.Rate(t, tokenbucket.New(), algtest.RateLimits(), true) }
+
+func TestValidateLimit(t *testing.T) {
+	algtest.ValidateLimit(t, tokenbucket.New(), append(algtest.Limits(), algtest.RateLimits()...))
+}
