@@ -84,7 +84,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, fixedwindow.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, fixedwindow.New(), fixedwindow.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, fixedwindow.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, fixedwindow.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, fixedwindow.New(), algtest.FixedCorrupt(fixedwindow.Tag, fixedwindow.StateLen))

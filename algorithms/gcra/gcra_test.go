@@ -130,7 +130,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, gcra.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, gcra.New(), gcra.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, gcra.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, gcra.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, gcra.New(), algtest.FixedCorrupt(0x21, gcra.StateLen))

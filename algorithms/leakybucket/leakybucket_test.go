@@ -115,7 +115,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, leakybucket.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, leakybucket.New(), leakybucket.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, leakybucket.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, leakybucket.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, leakybucket.New(), algtest.FixedCorrupt(leakybucket.Tag, leakybucket.StateLen))

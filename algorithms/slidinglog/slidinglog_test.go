@@ -88,7 +88,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, slidinglog.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, slidinglog.New(), slidinglog.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, slidinglog.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, slidinglog.New()) }
 
 func TestCorruptState(t *testing.T) {
 	for _, s := range [][]byte{

@@ -86,7 +86,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, slidingwindow.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, slidingwindow.New(), slidingwindow.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, slidingwindow.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, slidingwindow.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, slidingwindow.New(), algtest.FixedCorrupt(slidingwindow.Tag, slidingwindow.StateLen))

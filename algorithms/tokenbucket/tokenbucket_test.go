@@ -95,7 +95,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, tokenbucket.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, tokenbucket.New(), tokenbucket.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, tokenbucket.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, tokenbucket.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, tokenbucket.New(), algtest.FixedCorrupt(0x11, tokenbucket.StateLen))

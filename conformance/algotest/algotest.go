@@ -122,16 +122,16 @@ func Run(t *testing.T, alg ratelimit.Algorithm, opts ...Option) {
 	t.Run("Contract", s.testContract)
 	t.Run("ClockBackwards", s.testClockBackwards)
 	t.Run("TTL", s.testTTL)
-	t.Run("Edges", s.testEdges)
+	t.Run("Edges", func(t *testing.T) { algtest.Edges(t, alg) })
 	t.Run("Garbage", s.testGarbage)
-	t.Run("Allocs", s.testAllocs)
-	t.Run("Concurrent", s.testConcurrent)
+	t.Run("Allocs", func(t *testing.T) { algtest.Allocs(t, alg) })
+	t.Run("Concurrent", func(t *testing.T) { algtest.Concurrent(t, alg) })
 	t.Run("Capabilities", s.testCapabilities)
 	t.Run("Rate", func(t *testing.T) {
 		algtest.Rate(t, alg, append(algtest.RateLimits(), cfg.limits...), !cfg.underAdmission)
 	})
 	t.Run("ValidateLimit", func(t *testing.T) {
-		algtest.ValidateLimit(t, alg, append(append(algtest.RateLimits(), given...), edgeLimits...))
+		algtest.ValidateLimit(t, alg, append(append(algtest.RateLimits(), given...), algtest.EdgeLimits...))
 	})
 }
 
