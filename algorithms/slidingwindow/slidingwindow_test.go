@@ -1,8 +1,6 @@
 package slidingwindow_test
 
 import (
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -104,27 +102,8 @@ func TestValidateLimit(t *testing.T) {
 	algtest.ValidateLimit(t, slidingwindow.New(), append(algtest.Limits(), algtest.RateLimits()...))
 }
 
-// TestBurstAboveCount checks the meaning of a limit whose Burst is not its
-// Count: PerMinute(100).WithBurst(200) is one window of Burst·Period/Count
-// = 2 minutes admitting 200, a long-run rate of 100 a minute.
+// TestBurstAboveCount checks PerMinute(100).WithBurst(200): one window of
+// two minutes admitting 200.
 func TestBurstAboveCount(t *testing.T) {
-	const w = int64(1_700_000_040_000_000_000) // a multiple of 2 minutes
-	l := ratelimit.PerMinute(100).WithBurst(200)
-	alg := slidingwindow.New()
-	o, state, err := alg.Decide(nil, w, l, 200, nil)
-	if err != nil || !o.Allowed {
-		t.Fatalf("200 at once: %+v, %v", o, err)
-	}
-	o, _, err = alg.Decide(state, w+int64(90*time.Second), l, 1, nil)
-	if err != nil || o.Allowed || o.RetryAfter != 30*time.Second+600*time.Millisecond || o.ResetAfter != 150*time.Second {
-		t.Fatalf("one more 90s later: %+v, %v; want denied, RetryAfter %s, ResetAfter %s", o, err, 30*time.Second+600*time.Millisecond, 150*time.Second)
-	}
-	if err := alg.ValidateLimit(l); err != nil {
-		t.Fatalf("ValidateLimit(%s): %v", l, err)
-	}
-	// 1 per 3/7 s: the window would be 428571428.57 ns.
-	bad := ratelimit.Limit{Count: 7, Period: 3 * time.Second, Burst: 1}
-	if err := alg.ValidateLimit(bad); !errors.Is(err, ratelimit.ErrInvalidLimit) || !strings.Contains(err.Error(), "whole number of nanoseconds") {
-		t.Fatalf("ValidateLimit(%s) = %v, want ErrInvalidLimit saying the window is not whole", bad, err)
-	}
+	algtest.BurstAboveCount(t, slidingwindow.New(), 30*time.Second+600*time.Millisecond, 150*time.Second)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +147,35 @@ func ValidateLimit(t *testing.T, alg ratelimit.Algorithm, limits []ratelimit.Lim
 		case err == nil && cerr != nil:
 			t.Errorf("%s accepted it, but Check.Validate refused it: %v", what, cerr)
 		}
+	}
+}
+
+// BurstAboveCount checks a window algorithm on PerMinute(100).WithBurst(200),
+// one window of Burst·Period/Count = 2 minutes admitting 200: 200 pass at
+// once at a window boundary, one more 90 s later is denied with the given
+// RetryAfter and ResetAfter. It also checks that ValidateLimit accepts that
+// limit and refuses 1 per 3/7 s (a window of 428571428.57 ns), saying why.
+func BurstAboveCount(t *testing.T, alg ratelimit.Algorithm, retry, reset time.Duration) {
+	t.Helper()
+	const w = int64(1_700_000_040_000_000_000) // a multiple of 2 minutes
+	l := ratelimit.PerMinute(100).WithBurst(200)
+	o, state, err := alg.Decide(nil, w, l, 200, nil)
+	if err != nil || !o.Allowed {
+		t.Fatalf("200 at once: %+v, %v", o, err)
+	}
+	o, _, err = alg.Decide(state, w+int64(90*time.Second), l, 1, nil)
+	if err != nil || o.Allowed || o.RetryAfter != retry || o.ResetAfter != reset {
+		t.Fatalf("one more 90s later: %+v, %v; want denied, RetryAfter %s, ResetAfter %s", o, err, retry, reset)
+	}
+	v, ok := alg.(ratelimit.LimitValidator)
+	if !ok {
+		t.Fatalf("%s is not a ratelimit.LimitValidator", alg.Name())
+	}
+	if err := v.ValidateLimit(l); err != nil {
+		t.Fatalf("ValidateLimit(%s): %v", l, err)
+	}
+	bad := ratelimit.Limit{Count: 7, Period: 3 * time.Second, Burst: 1}
+	if err := v.ValidateLimit(bad); !errors.Is(err, ratelimit.ErrInvalidLimit) || !strings.Contains(err.Error(), "whole number of nanoseconds") {
+		t.Fatalf("ValidateLimit(%s) = %v, want ErrInvalidLimit saying the window is not whole", bad, err)
 	}
 }
