@@ -28,10 +28,11 @@
 //	algorithm       Count/Period               Burst
 //	tokenbucket     refill rate                bucket size
 //	gcra            emission rate              tolerance, in units
-//	leakybucket     drain rate                 queue (meter) size
-//	fixedwindow     quota Burst per window of Burst·Period/Count
-//	slidingwindow   quota Burst per sliding window of Burst·Period/Count
-//	slidinglog      quota Burst per sliding window of Burst·Period/Count
+//	leakybucket     drain rate                 bucket (meter) size
+//	fixedwindow     Burst per window of W = Burst·Period/Count, epoch-aligned
+//	slidinglog      Burst per sliding window of W, exactly
+//	slidingwindow   Burst per sliding window of W, estimated and rounded up
+//	                (never more than the rate, about Burst−1 per W under load)
 //
 // The window algorithms refuse a limit whose window is not a whole number
 // of nanoseconds (errors wrap ErrInvalid). [Limiter.SetRule] changes a rule

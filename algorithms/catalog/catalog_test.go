@@ -1,14 +1,12 @@
 package catalog_test
 
 import (
-	"bytes"
 	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
 )
 
 func TestAllNamesUniqueAndFound(t *testing.T) {
@@ -55,41 +53,11 @@ func TestCapabilities(t *testing.T) {
 	}
 }
 
-// TestDecideConcurrentSafe runs every algorithm from several goroutines on
-// one shared input state, each with its own dst: the race detector and the
-// identical results show Decide neither mutates its input nor shares
-// anything between calls.
+// TestDecideConcurrentSafe calls Decide of every algorithm from several
+// goroutines on one state (run it with -race): identical results show
+// Decide neither mutates its input nor shares anything between calls.
 func TestDecideConcurrentSafe(t *testing.T) {
-	l := ratelimit.Limit{Count: 5, Period: time.Second, Burst: 7}
-	const now = int64(1_700_000_000_000_000_000)
 	for _, alg := range catalog.All() {
-		_, state, err := alg.Decide(nil, now, l, 3, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, wantState, err := alg.Decide(state, now+1e8, l, 2, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		errs := make(chan string, 8)
-		for range 8 {
-			wg.Go(func() {
-				dst := make([]byte, 0, 64)
-				for range 200 {
-					got, out, err := alg.Decide(state, now+1e8, l, 2, dst[:0])
-					if err != nil || got != want || !bytes.Equal(out, wantState) {
-						errs <- alg.Name()
-						return
-					}
-					dst = out
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for name := range errs {
-			t.Fatalf("%s: concurrent Decide differed from the sequential one", name)
-		}
+		t.Run(alg.Name(), func(t *testing.T) { algtest.Concurrent(t, alg) })
 	}
 }

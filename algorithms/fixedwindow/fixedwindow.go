@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithms/internal/arith"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/window"
 )
 
 // Tag is the first byte of every state this package writes: algorithm 4,
@@ -18,25 +19,32 @@ const StateLen = 17
 
 // Algorithm is the fixed window counter. The zero value is ready to use;
 // it has no fields and is safe for concurrent use. It implements
-// ratelimit.Algorithm and ratelimit.Charger.
+// ratelimit.Algorithm, ratelimit.Charger and ratelimit.LimitValidator.
 type Algorithm struct{}
 
 // New returns the fixed window algorithm.
 func New() Algorithm { return Algorithm{} }
 
 var (
-	_ ratelimit.Algorithm = Algorithm{}
-	_ ratelimit.Charger   = Algorithm{}
+	_ ratelimit.Algorithm      = Algorithm{}
+	_ ratelimit.Charger        = Algorithm{}
+	_ ratelimit.LimitValidator = Algorithm{}
 )
 
 // Name returns "fixedwindow".
 func (Algorithm) Name() string { return "fixedwindow" }
 
-// MaxUsed bounds the count a state may carry: Burst·(MaxWindowSpan/Period
-// + 1), at most 2^62, so that carrying it off takes at most MaxWindowSpan
-// plus a window. Charge stops there. It is exported for stores that
-// reproduce the algorithm natively (redisstore's Lua script).
+// ValidateLimit refuses, wrapping ratelimit.ErrInvalidLimit, a limit whose
+// window Burst·Period/Count is not a whole number of nanoseconds.
+func (Algorithm) ValidateLimit(l ratelimit.Limit) error { return window.Validate("fixedwindow", l) }
+
+// MaxUsed bounds the count a state may carry: Burst·(MaxWindowSpan/W + 1)
+// for the window W = Burst·Period/Count, at most 2^62, so that carrying it
+// off takes at most MaxWindowSpan plus a window. Charge stops there. It is
+// exported for stores that reproduce the algorithm natively (redisstore's
+// Lua script).
 func MaxUsed(l ratelimit.Limit) int64 {
+	l = window.Of(l)
 	k := int64(ratelimit.MaxWindowSpan/l.Period) + 1
 	if l.Burst > (1<<62)/k {
 		return 1 << 62
@@ -124,6 +132,7 @@ func (v view) encode(dst []byte, used int64) []byte {
 // the package documentation for the exact rules; errors wrap
 // ratelimit.ErrCorruptState.
 func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, dst []byte) (ratelimit.Outcome, []byte, error) {
+	l = window.Of(l)
 	v, err := settle(state, now, l)
 	if err != nil {
 		return ratelimit.Outcome{}, dst[:0], err
@@ -158,6 +167,7 @@ func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64
 // charge as a peek would: Allowed when one unit fits, else RetryAfter until
 // it does. Errors wrap ratelimit.ErrCorruptState.
 func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int64, dst []byte) (ratelimit.Outcome, []byte, error) {
+	l = window.Of(l)
 	v, err := settle(state, now, l)
 	if err != nil {
 		return ratelimit.Outcome{}, dst[:0], err

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
-	"github.com/sluicehq/sluice/algorithms/internal/algtest"
-	"github.com/sluicehq/sluice/algorithms/internal/model"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 func newModel(l ratelimit.Limit) algtest.Model { return &model.FixedWindow{L: l} }
@@ -82,7 +82,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, fixedwindow.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, fixedwindow.New(), fixedwindow.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, fixedwindow.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, fixedwindow.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, fixedwindow.New(), algtest.FixedCorrupt(fixedwindow.Tag, fixedwindow.StateLen))
@@ -92,9 +92,9 @@ func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, fixedwindow.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, fixedwindow.New()) }
 
-// TestMaxUsed checks the cap on a carried count: Burst windows' worth
-// over MaxWindowSpan plus one window, saturating at 2^62, and that a
-// charge stops there.
+// TestMaxUsed checks the cap on a carried count: Burst per window of
+// Burst·Period/Count over MaxWindowSpan plus one window, saturating at
+// 2^62, and that a charge stops there.
 func TestMaxUsed(t *testing.T) {
 	span := ratelimit.MaxWindowSpan
 	tests := []struct {
@@ -104,7 +104,9 @@ func TestMaxUsed(t *testing.T) {
 		{ratelimit.Limit{Count: 1, Period: span, Burst: 1}, 2},
 		{ratelimit.Limit{Count: 5, Period: span / 2, Burst: 5}, 15},
 		{ratelimit.Limit{Count: 10, Period: time.Second, Burst: 10}, 10 * (int64(span/time.Second) + 1)},
-		{ratelimit.Limit{Count: 1, Period: time.Nanosecond, Burst: 1 << 20}, 1 << 62},
+		{ratelimit.Limit{Count: 1 << 20, Period: time.Nanosecond, Burst: 1 << 20}, 1 << 62},
+		// The window is Burst·Period/Count = span/2: three windows' worth.
+		{ratelimit.Limit{Count: 1, Period: span / 4, Burst: 2}, 6},
 	}
 	for _, tt := range tests {
 		if got := fixedwindow.MaxUsed(tt.l); got != tt.want {
@@ -130,4 +132,16 @@ func TestMaxUsed(t *testing.T) {
 			t.Errorf("window %d after the charge: allowed %v, want %v", k+1, d.Allowed, want)
 		}
 	}
+}
+
+func TestRate(t *testing.T) { algtest.Rate(t, fixedwindow.New(), algtest.RateLimits(), true) }
+
+func TestValidateLimit(t *testing.T) {
+	algtest.ValidateLimit(t, fixedwindow.New(), append(algtest.Limits(), algtest.RateLimits()...))
+}
+
+// TestBurstAboveCount checks PerMinute(100).WithBurst(200): one window of
+// two minutes admitting 200.
+func TestBurstAboveCount(t *testing.T) {
+	algtest.BurstAboveCount(t, fixedwindow.New(), 30*time.Second, 30*time.Second)
 }

@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/gcra"
-	"github.com/sluicehq/sluice/algorithms/internal/algtest"
-	"github.com/sluicehq/sluice/algorithms/internal/model"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 var allOps = []ratelimit.Op{ratelimit.OpTake, ratelimit.OpReserve, ratelimit.OpRefund, ratelimit.OpCharge}
@@ -130,7 +130,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, gcra.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, gcra.New(), gcra.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, gcra.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, gcra.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, gcra.New(), algtest.FixedCorrupt(0x21, gcra.StateLen))
@@ -139,3 +139,9 @@ func TestCorruptState(t *testing.T) {
 func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, gcra.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, gcra.New()) }
+
+func TestRate(t *testing.T) { algtest.Rate(t, gcra.New(), algtest.RateLimits(), true) }
+
+func TestValidateLimit(t *testing.T) {
+	algtest.ValidateLimit(t, gcra.New(), append(algtest.Limits(), algtest.RateLimits()...))
+}

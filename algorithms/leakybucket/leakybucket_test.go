@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/algtest"
-	"github.com/sluicehq/sluice/algorithms/internal/model"
 	"github.com/sluicehq/sluice/algorithms/leakybucket"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 var allOps = []ratelimit.Op{ratelimit.OpTake, ratelimit.OpReserve, ratelimit.OpRefund, ratelimit.OpCharge}
@@ -115,7 +115,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, leakybucket.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, leakybucket.New(), leakybucket.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, leakybucket.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, leakybucket.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, leakybucket.New(), algtest.FixedCorrupt(leakybucket.Tag, leakybucket.StateLen))
@@ -124,3 +124,9 @@ func TestCorruptState(t *testing.T) {
 func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, leakybucket.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, leakybucket.New()) }
+
+func TestRate(t *testing.T) { algtest.Rate(t, leakybucket.New(), algtest.RateLimits(), true) }
+
+func TestValidateLimit(t *testing.T) {
+	algtest.ValidateLimit(t, leakybucket.New(), append(algtest.Limits(), algtest.RateLimits()...))
+}

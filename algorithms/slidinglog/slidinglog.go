@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithms/internal/arith"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/window"
 )
 
 // Tag is the first byte of every state this package writes: algorithm 6,
@@ -19,17 +20,24 @@ const Tag byte = 0x61
 const maxTotal = 1 << 62
 
 // Algorithm is the sliding log. The zero value is ready to use; it has no
-// fields and is safe for concurrent use. It implements only
-// ratelimit.Algorithm.
+// fields and is safe for concurrent use. It implements ratelimit.Algorithm
+// and ratelimit.LimitValidator.
 type Algorithm struct{}
 
 // New returns the sliding log algorithm.
 func New() Algorithm { return Algorithm{} }
 
-var _ ratelimit.Algorithm = Algorithm{}
+var (
+	_ ratelimit.Algorithm      = Algorithm{}
+	_ ratelimit.LimitValidator = Algorithm{}
+)
 
 // Name returns "slidinglog".
 func (Algorithm) Name() string { return "slidinglog" }
+
+// ValidateLimit refuses, wrapping ratelimit.ErrInvalidLimit, a limit whose
+// window Burst·Period/Count is not a whole number of nanoseconds.
+func (Algorithm) ValidateLimit(l ratelimit.Limit) error { return window.Validate("slidinglog", l) }
 
 // iter walks the entries of an encoded state.
 type iter struct {
@@ -210,6 +218,7 @@ func (v view) appendWith(dst []byte, cost int64, l ratelimit.Limit) []byte {
 // exact rules. dst must not overlap state. Errors wrap
 // ratelimit.ErrCorruptState.
 func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, dst []byte) (ratelimit.Outcome, []byte, error) {
+	l = window.Of(l)
 	v, err := settle(state, now, l)
 	if err != nil {
 		return ratelimit.Outcome{}, dst[:0], err

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/algtest"
-	"github.com/sluicehq/sluice/algorithms/internal/model"
 	"github.com/sluicehq/sluice/algorithms/slidinglog"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 func newModel(l ratelimit.Limit) algtest.Model { return &model.SlidingLog{L: l} }
@@ -87,7 +87,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, slidinglog.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, slidinglog.New(), slidinglog.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, slidinglog.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, slidinglog.New()) }
 
 func TestCorruptState(t *testing.T) {
 	for _, s := range [][]byte{
@@ -121,4 +121,16 @@ func BenchmarkDecide(b *testing.B) {
 	for b.Loop() {
 		_, dst, _ = alg.Decide(state, now, l, 1, dst[:0])
 	}
+}
+
+func TestRate(t *testing.T) { algtest.Rate(t, slidinglog.New(), algtest.RateLimits(), true) }
+
+func TestValidateLimit(t *testing.T) {
+	algtest.ValidateLimit(t, slidinglog.New(), append(algtest.Limits(), algtest.RateLimits()...))
+}
+
+// TestBurstAboveCount checks PerMinute(100).WithBurst(200): one window of
+// two minutes admitting 200.
+func TestBurstAboveCount(t *testing.T) {
+	algtest.BurstAboveCount(t, slidinglog.New(), 30*time.Second, 30*time.Second)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithms/internal/arith"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/window"
 )
 
 // Tag is the first byte of every state this package writes: algorithm 5,
@@ -22,19 +23,24 @@ const MaxCounted = 1 << 61
 
 // Algorithm is the sliding window counter. The zero value is ready to use;
 // it has no fields and is safe for concurrent use. It implements
-// ratelimit.Algorithm and ratelimit.Charger.
+// ratelimit.Algorithm, ratelimit.Charger and ratelimit.LimitValidator.
 type Algorithm struct{}
 
 // New returns the sliding window counter algorithm.
 func New() Algorithm { return Algorithm{} }
 
 var (
-	_ ratelimit.Algorithm = Algorithm{}
-	_ ratelimit.Charger   = Algorithm{}
+	_ ratelimit.Algorithm      = Algorithm{}
+	_ ratelimit.Charger        = Algorithm{}
+	_ ratelimit.LimitValidator = Algorithm{}
 )
 
 // Name returns "slidingwindow".
 func (Algorithm) Name() string { return "slidingwindow" }
+
+// ValidateLimit refuses, wrapping ratelimit.ErrInvalidLimit, a limit whose
+// window Burst·Period/Count is not a whole number of nanoseconds.
+func (Algorithm) ValidateLimit(l ratelimit.Limit) error { return window.Validate("slidingwindow", l) }
 
 // view is a decoded state at an instant: the counts of the window starting
 // at ws and of the one before, el nanoseconds into the current one.
@@ -149,6 +155,7 @@ func (v view) encode(dst []byte) []byte {
 // plus cost is at most Burst. See the package documentation for the exact
 // rules; errors wrap ratelimit.ErrCorruptState.
 func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, dst []byte) (ratelimit.Outcome, []byte, error) {
+	l = window.Of(l)
 	v, err := settle(state, now, l)
 	if err != nil {
 		return ratelimit.Outcome{}, dst[:0], err
@@ -183,6 +190,7 @@ func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64
 // passes, else RetryAfter until it does. Errors wrap
 // ratelimit.ErrCorruptState.
 func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int64, dst []byte) (ratelimit.Outcome, []byte, error) {
+	l = window.Of(l)
 	v, err := settle(state, now, l)
 	if err != nil {
 		return ratelimit.Outcome{}, dst[:0], err

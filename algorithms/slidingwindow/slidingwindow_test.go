@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/algtest"
-	"github.com/sluicehq/sluice/algorithms/internal/model"
 	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 func newModel(l ratelimit.Limit) algtest.Model { return &model.SlidingWindow{L: l} }
@@ -84,7 +84,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, slidingwindow.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, slidingwindow.New(), slidingwindow.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, slidingwindow.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, slidingwindow.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, slidingwindow.New(), algtest.FixedCorrupt(slidingwindow.Tag, slidingwindow.StateLen))
@@ -93,3 +93,17 @@ func TestCorruptState(t *testing.T) {
 func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, slidingwindow.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, slidingwindow.New()) }
+
+// TestRate bounds admission from above only: the weighted estimate rounds
+// up, so a greedy client gets about Burst−1 per window (half for Burst 1).
+func TestRate(t *testing.T) { algtest.Rate(t, slidingwindow.New(), algtest.RateLimits(), false) }
+
+func TestValidateLimit(t *testing.T) {
+	algtest.ValidateLimit(t, slidingwindow.New(), append(algtest.Limits(), algtest.RateLimits()...))
+}
+
+// TestBurstAboveCount checks PerMinute(100).WithBurst(200): one window of
+// two minutes admitting 200.
+func TestBurstAboveCount(t *testing.T) {
+	algtest.BurstAboveCount(t, slidingwindow.New(), 30*time.Second+600*time.Millisecond, 150*time.Second)
+}

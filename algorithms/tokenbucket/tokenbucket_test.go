@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/algtest"
-	"github.com/sluicehq/sluice/algorithms/internal/model"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 var allOps = []ratelimit.Op{ratelimit.OpTake, ratelimit.OpReserve, ratelimit.OpRefund, ratelimit.OpCharge}
@@ -95,7 +95,7 @@ func TestEdges(t *testing.T) { algtest.Edges(t, tokenbucket.New()) }
 
 func TestGarbage(t *testing.T) { algtest.Garbage(t, tokenbucket.New(), tokenbucket.Tag, 4) }
 
-func TestZeroAllocs(t *testing.T) { algtest.ZeroAllocs(t, tokenbucket.New()) }
+func TestAllocs(t *testing.T) { algtest.Allocs(t, tokenbucket.New()) }
 
 func TestCorruptState(t *testing.T) {
 	algtest.CorruptState(t, tokenbucket.New(), algtest.FixedCorrupt(0x11, tokenbucket.StateLen))
@@ -104,3 +104,9 @@ func TestCorruptState(t *testing.T) {
 func FuzzDecide(f *testing.F) { algtest.FuzzDecide(f, tokenbucket.New()) }
 
 func BenchmarkDecide(b *testing.B) { algtest.BenchDecide(b, tokenbucket.New()) }
+
+func TestRate(t *testing.T) { algtest.Rate(t, tokenbucket.New(), algtest.RateLimits(), true) }
+
+func TestValidateLimit(t *testing.T) {
+	algtest.ValidateLimit(t, tokenbucket.New(), append(algtest.Limits(), algtest.RateLimits()...))
+}

@@ -31,15 +31,15 @@ func chargers() []ratelimit.Algorithm {
 	return out
 }
 
-// moderateLimit returns a random limit whose Period and FillTime are at
+// moderateLimit returns a random limit alg accepts whose Period and FillTime are at
 // most 2^43 ns (about 2.4 hours): a debt or a carried count of up to 128
 // Bursts (40 charges of at most 3 Bursts) is then repaid within 2^50 ns,
 // and the clock steps back by at most 2^48 ns, so native.lua decides
 // every call.
-func moderateLimit(r *rand.Rand) ratelimit.Limit {
+func moderateLimit(r *rand.Rand, alg ratelimit.Algorithm) ratelimit.Limit {
 	const span = 1 << 43
 	for {
-		l := randomLimit(r)
+		l := randomLimit(r, alg)
 		if l.Period <= span && l.FillTime() <= span {
 			return l
 		}
@@ -108,9 +108,9 @@ func TestNativeChargeMatchesGo(t *testing.T) {
 				st := clockedStore(t, c, clock, prefix)
 				steps, charges := 0, 0
 				for seq := range 40 {
-					l := moderateLimit(r)
+					l := moderateLimit(r, alg)
 					if regime.wild {
-						l = randomLimit(r)
+						l = randomLimit(r, alg)
 					}
 					key := fmt.Sprintf("k%d", seq)
 					clock.ns = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() + r.Int64N(int64(365*24*time.Hour))

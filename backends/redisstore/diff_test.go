@@ -47,9 +47,13 @@ func clockedMemory(t *testing.T, clock *manualClock) *memstore.Store {
 }
 
 // randomLimit returns a valid limit inside the native path's bounds
-// (Period and FillTime at most 2^51 ns), often near an edge.
-func randomLimit(r *rand.Rand) ratelimit.Limit {
+// (Period and FillTime at most 2^51 ns), often near an edge, that alg
+// accepts (nil: any algorithm). A window algorithm refuses a window
+// Burst·Period/Count that is not whole, so for it Burst is rounded up to a
+// multiple of Count/gcd(Count, Period) when needed.
+func randomLimit(r *rand.Rand, alg ratelimit.Algorithm) ratelimit.Limit {
 	const span = 1 << 51
+	v, _ := alg.(ratelimit.LimitValidator)
 	for {
 		var l ratelimit.Limit
 		switch r.IntN(5) {
@@ -67,10 +71,21 @@ func randomLimit(r *rand.Rand) ratelimit.Limit {
 		default: // tiny
 			l = ratelimit.Limit{Count: 1 + r.Int64N(5), Period: time.Duration(1 + r.Int64N(10)), Burst: 1 + r.Int64N(5)}
 		}
-		if l.Validate() == nil && l.Period <= span && l.FillTime() <= span {
+		if v != nil && v.ValidateLimit(l) != nil {
+			step := l.Count / gcd(l.Count, int64(l.Period))
+			l.Burst = (l.Burst + step - 1) / step * step
+		}
+		if l.Validate() == nil && l.Period <= span && l.FillTime() <= span && (v == nil || v.ValidateLimit(l) == nil) {
 			return l
 		}
 	}
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // TestNativeBounds checks which limits take the native path: inside the
@@ -145,7 +160,7 @@ func TestNativeMatchesGo(t *testing.T) {
 			st := clockedStore(t, c, clock, prefix)
 			steps := 0
 			for seq := range 60 {
-				l := randomLimit(r)
+				l := randomLimit(r, alg)
 				key := fmt.Sprintf("k%d", seq)
 				clock.ns = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() + r.Int64N(int64(365*24*time.Hour))
 				var state []byte
@@ -216,7 +231,7 @@ func TestNativeCompositeMatchesMemory(t *testing.T) {
 	st := clockedStore(t, c, clock, randomPrefix(t))
 	mem := clockedMemory(t, clock)
 	algs := catalog.All()
-	limits := []ratelimit.Limit{randomLimit(r), randomLimit(r), ratelimit.PerSecond(5), ratelimit.Every(time.Minute, 3).WithBurst(4), ratelimit.Every(time.Second, 6), ratelimit.Every(300*time.Millisecond, 4)}
+	limits := []ratelimit.Limit{randomLimit(r, nil), randomLimit(r, nil), ratelimit.PerSecond(5), ratelimit.Every(time.Minute, 3).WithBurst(4), ratelimit.Every(time.Second, 6), ratelimit.Every(300*time.Millisecond, 4)}
 	for i := range 300 {
 		clock.ns += r.Int64N(int64(200 * time.Millisecond))
 		n := 1 + r.IntN(4)
@@ -504,7 +519,7 @@ func TestNativeReserveMatchesGo(t *testing.T) {
 			st := clockedStore(t, c, clock, prefix)
 			nativeSteps := 0
 			for seq := range 60 {
-				l := randomLimit(r)
+				l := randomLimit(r, alg)
 				key := fmt.Sprintf("k%d", seq)
 				clock.ns = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() + r.Int64N(int64(365*24*time.Hour))
 				var state []byte

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/window"
 )
 
 //go:embed lua/native.lua
@@ -92,11 +93,21 @@ func nativeCovers(checks []ratelimit.Check) bool {
 		default:
 			return false
 		}
-		if c.Limit.Period > nativeSpanLimit || c.Limit.FillTime() > nativeSpanLimit {
+		l := c.Limit
+		if isWindow(code) {
+			l = window.Of(l)
+		}
+		if l.Period > nativeSpanLimit || l.FillTime() > nativeSpanLimit {
 			return false
 		}
 	}
 	return true
+}
+
+// isWindow reports whether code is a window algorithm's: native.lua gets
+// its limit as one window (window.Of), exactly as the Go algorithm sees it.
+func isWindow(code int) bool {
+	return code == codeFixedWindow || code == codeSlidingWindow || code == codeSlidingLog
 }
 
 // units returns n·Period/Count as a span q + r/Count. The caller
@@ -272,6 +283,9 @@ const (
 // buildArg builds the cached part of native.lua's argument for k.
 func buildArg(k argsKey) any {
 	l := k.lim
+	if isWindow(k.code) {
+		l = window.Of(l)
+	}
 	var p [8]int64
 	switch k.code {
 	case codeGCRA:

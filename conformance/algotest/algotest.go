@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/conformance/models"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/algtest"
 	"pgregory.net/rapid"
 )
 
@@ -24,8 +25,9 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	model  models.Model
-	limits []ratelimit.Limit
+	model          models.Model
+	limits         []ratelimit.Limit
+	underAdmission bool
 }
 
 // WithModel makes Run compare every decision of generated sequences with
@@ -41,8 +43,19 @@ func WithModel(m models.Model) Option {
 	})
 }
 
+// WithUnderAdmission declares that the algorithm may admit less than
+// Count per Period in the long run (the sliding window counter's rounded-up
+// estimate does): Rate then checks only that it admits no more.
+func WithUnderAdmission() Option {
+	return optionFunc(func(c *config) error {
+		c.underAdmission = true
+		return nil
+	})
+}
+
 // WithLimits replaces the limits generated sequences are drawn under
-// (DefaultLimits). Every limit must be valid.
+// (DefaultLimits). Every limit must be valid; those the algorithm's
+// LimitValidator refuses are left out.
 func WithLimits(limits ...ratelimit.Limit) Option {
 	return optionFunc(func(c *config) error {
 		if len(limits) == 0 {
@@ -71,6 +84,7 @@ func DefaultLimits() []ratelimit.Limit {
 		{Count: 3, Period: 10 * time.Nanosecond, Burst: 2},
 		{Count: ratelimit.MaxCount, Period: time.Hour, Burst: ratelimit.MaxCount},
 		{Count: 1, Period: ratelimit.MaxPeriod, Burst: 10},
+		{Count: 4, Period: time.Second, Burst: 2},
 	}
 }
 
@@ -93,16 +107,32 @@ func Run(t *testing.T, alg ratelimit.Algorithm, opts ...Option) {
 	if cfg.model != nil && cfg.model.Algorithm() != alg.Name() {
 		t.Fatalf("algotest: model of %q given for algorithm %q", cfg.model.Algorithm(), alg.Name())
 	}
+	given := cfg.limits
+	cfg.limits = nil
+	for _, l := range given {
+		if algtest.Accepts(alg, l) {
+			cfg.limits = append(cfg.limits, l)
+		}
+	}
+	if len(cfg.limits) == 0 {
+		t.Fatalf("algotest: %s refuses every limit of %v", alg.Name(), given)
+	}
 	s := &suite{alg: alg, cfg: cfg}
 	t.Run("Model", s.testModel)
 	t.Run("Contract", s.testContract)
 	t.Run("ClockBackwards", s.testClockBackwards)
 	t.Run("TTL", s.testTTL)
-	t.Run("Edges", s.testEdges)
+	t.Run("Edges", func(t *testing.T) { algtest.Edges(t, alg) })
 	t.Run("Garbage", s.testGarbage)
-	t.Run("Allocs", s.testAllocs)
-	t.Run("Concurrent", s.testConcurrent)
+	t.Run("Allocs", func(t *testing.T) { algtest.Allocs(t, alg) })
+	t.Run("Concurrent", func(t *testing.T) { algtest.Concurrent(t, alg) })
 	t.Run("Capabilities", s.testCapabilities)
+	t.Run("Rate", func(t *testing.T) {
+		algtest.Rate(t, alg, append(algtest.RateLimits(), cfg.limits...), !cfg.underAdmission)
+	})
+	t.Run("ValidateLimit", func(t *testing.T) {
+		algtest.ValidateLimit(t, alg, append(append(algtest.RateLimits(), given...), algtest.EdgeLimits...))
+	})
 }
 
 type suite struct {

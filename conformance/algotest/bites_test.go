@@ -40,6 +40,8 @@ func TestSuiteBites(t *testing.T) {
 		{testalg.PeekWrites, "--- FAIL: TestBrokenAlgorithm/Contract"},
 		{testalg.BackwardsMints, "--- FAIL: TestBrokenAlgorithm/ClockBackwards"},
 		{testalg.PanicsOnGarbage, "--- FAIL: TestBrokenAlgorithm/Garbage"},
+		{testalg.BurstPerPeriod, "--- FAIL: TestBrokenAlgorithm/Rate"},
+		{testalg.PlainRefusal, "--- FAIL: TestBrokenAlgorithm/ValidateLimit"},
 	} {
 		t.Run(string(tc.flaw), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

@@ -35,7 +35,15 @@
 //   - Concurrent: Decide is safe to call from many goroutines at once;
 //   - Capabilities: Reserve honours maxWait and changes nothing when it
 //     refuses, Refund never lowers availability nor raises it above a new
-//     key's, Charge never fails and never raises availability.
+//     key's, Charge never fails and never raises availability;
+//   - Rate: what a Limit means, at fixed instants: a greedy client is
+//     admitted at most Burst at one instant, and over twenty refills of
+//     the burst Count/Period within one Burst (WithUnderAdmission: at
+//     most Count/Period plus Burst);
+//   - ValidateLimit: a limit the algorithm's ratelimit.LimitValidator
+//     refuses is refused with an error wrapping ErrInvalidLimit, by
+//     ValidateLimit and by ratelimit.Check.Validate alike. Generated
+//     sequences use only the limits the algorithm accepts.
 //
 // Subtests are named after these groups, so a failure says what broke.
 package algotest

@@ -2,8 +2,10 @@
 // obviously correct descriptions of what each algorithm decides, written
 // independently of the algorithms' code. The bucket models keep their
 // level as an exact rational (math/big); the window models keep plain
-// per-window counts and find waits by searching a monotone predicate
-// rather than by the algorithms' closed forms.
+// per-window counts over windows of Burst·Period/Count and find waits by
+// searching rather than by the algorithms' closed forms. They present the
+// one set of models the algorithms' own tests use (the root module's
+// internal/model), so the two can never disagree.
 //
 // algotest compares an algorithm's decisions with its model
 // (algotest.WithModel), and the differential fuzz target compares a model

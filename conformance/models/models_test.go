@@ -65,6 +65,17 @@ func TestHandComputed(t *testing.T) {
 			{500 * ms, 2, models.Result{Remaining: 0, RetryAfter: 700 * ms, ResetAfter: 700 * ms}},
 			{time.Second, 1, models.Result{Allowed: true, Remaining: 0, ResetAfter: time.Second}},
 		}},
+		// Burst ≠ Count: one window of Burst·Period/Count = 2s admits Burst 4.
+		{models.FixedWindow{}, ratelimit.Limit{Count: 2, Period: time.Second, Burst: 4}, []call{
+			{0, 4, models.Result{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Second}},
+			{time.Second, 1, models.Result{Remaining: 0, RetryAfter: time.Second, ResetAfter: time.Second}},
+			{2 * time.Second, 4, models.Result{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Second}},
+		}},
+		{models.SlidingLog{}, ratelimit.Limit{Count: 2, Period: time.Second, Burst: 4}, []call{
+			{0, 3, models.Result{Allowed: true, Remaining: 1, ResetAfter: 2 * time.Second}},
+			{1500 * ms, 1, models.Result{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Second}},
+			{1900 * ms, 1, models.Result{Remaining: 0, RetryAfter: 100 * ms, ResetAfter: 1600 * ms}},
+		}},
 	} {
 		t.Run(tc.model.Algorithm(), func(t *testing.T) {
 			key := tc.model.New(tc.limit)

@@ -44,7 +44,7 @@ type Limit struct {
 	Period time.Duration
 	// Burst is the number of events that may be admitted at once, 1..MaxCount.
 	// Algorithms with windows (fixed and sliding window, sliding log)
-	// admit Burst events per window of Period.
+	// admit Burst events per window of Burst·Period/Count.
 	Burst int64
 }
 

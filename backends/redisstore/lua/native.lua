@@ -32,7 +32,8 @@
 -- ARGV[1+i]: thirteen doubles for check i: algorithm (1 gcra, 2
 --   tokenbucket, 3 leakybucket, 4 fixedwindow, 5 slidingwindow, 6
 --   slidinglog), cost, burst, count,
---   period, then for gcra the spans (q + r/count ns) tau, units(cost),
+--   period (for the window algorithms, the limit as one window: period
+--   W = Burst*Period/Count and count = burst, as Go's window.Of), then for gcra the spans (q + r/count ns) tau, units(cost),
 --   units(1) and debt as q, r pairs; for tokenbucket and leakybucket,
 --   zeros but MaxDebt in the seventh; for fixedwindow, the largest count
 --   a state carries, min(Burst*(MaxWindowSpan/Period + 1), 2^51), then

@@ -1,6 +1,8 @@
 package testalg
 
 import (
+	"errors"
+
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
@@ -18,6 +20,13 @@ const (
 	BackwardsMints Flaw = "backwards-mints"
 	// PanicsOnGarbage indexes into states of the wrong length.
 	PanicsOnGarbage Flaw = "panics-on-garbage"
+	// BurstPerPeriod admits Burst per window of Period, the old meaning
+	// of a window's limit: twice the rate of a token bucket for Burst =
+	// 2·Count.
+	BurstPerPeriod Flaw = "burst-per-period"
+	// PlainRefusal refuses limits whose Burst is not Count with an error
+	// that does not wrap ratelimit.ErrInvalidLimit.
+	PlainRefusal Flaw = "plain-refusal"
 )
 
 // Broken is Window with one deliberate Flaw, for proving that the
@@ -40,6 +49,8 @@ func (b Broken) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, d
 		if start, _, err := decode(state); err == nil && len(state) > 0 && now < start {
 			state = nil
 		}
+	case BurstPerPeriod:
+		l.Count = l.Burst
 	case PeekWrites:
 		if cost == 0 {
 			o, out, err := Window{}.Decide(state, now, l, 1, dst)
@@ -56,4 +67,16 @@ func (b Broken) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, d
 	return o, out, err
 }
 
-var _ ratelimit.Algorithm = Broken{}
+// ValidateLimit implements ratelimit.LimitValidator: it accepts every
+// limit, but with PlainRefusal.
+func (b Broken) ValidateLimit(l ratelimit.Limit) error {
+	if b.Flaw == PlainRefusal && l.Burst != l.Count {
+		return errors.New("testalg: burst is not count")
+	}
+	return nil
+}
+
+var (
+	_ ratelimit.Algorithm      = Broken{}
+	_ ratelimit.LimitValidator = Broken{}
+)

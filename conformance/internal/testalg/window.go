@@ -13,9 +13,9 @@ import (
 const stateLen = 16
 
 // Window is a fixed-window counter: at most Limit.Burst units per window
-// of Limit.Period, windows aligned to multiples of Period since the Unix
-// epoch. Limit.Count is ignored. Times before the Unix epoch are treated
-// as the epoch.
+// of Burst·Period/Count (Limit.FillTime, rounded up), windows aligned to
+// multiples of that length since the Unix epoch, so the long-run rate is
+// Count per Period. Times before the Unix epoch are treated as the epoch.
 //
 // The state is 16 bytes: the start of the window in Unix nanoseconds and
 // the units used in it. The zero value is ready to use and safe for
@@ -37,7 +37,7 @@ func (Window) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, dst
 	// The clock going backwards keeps the recorded window; durations stay
 	// measured from the caller's now, so they grow instead of shrinking.
 	at := max(now, start)
-	period := int64(l.Period)
+	period := int64(l.FillTime())
 	cur := at - at%period
 	if cur != start || len(state) == 0 {
 		start, used = cur, 0

@@ -1,11 +1,36 @@
 package model
 
 import (
+	"math"
 	"math/big"
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
+
+// windowed returns l as the window algorithms run it: one window of
+// W = Burst·Period/Count (rounded up when not whole) admitting Burst, so
+// the long-run rate is Count per Period. It is computed with math/big,
+// independently of the algorithms' 128-bit arithmetic.
+func windowed(l ratelimit.Limit) ratelimit.Limit {
+	w := new(big.Int).Mul(big.NewInt(l.Burst), big.NewInt(int64(l.Period)))
+	w.Add(w, big.NewInt(l.Count-1))
+	w.Quo(w, big.NewInt(l.Count))
+	return ratelimit.Limit{Count: l.Burst, Period: time.Duration(w.Int64()), Burst: l.Burst}
+}
+
+// earliest is the instant before which the algorithms treat time as this
+// instant.
+const earliest = -1 << 62
+
+// sat returns a+b for non-negative a and b as a duration, saturating at
+// ratelimit.Never.
+func sat(a, b int64) time.Duration {
+	if a > math.MaxInt64-b {
+		return ratelimit.Never
+	}
+	return time.Duration(a + b)
+}
 
 // floorDiv returns floor(a/b) for b > 0.
 func floorDiv(a, b int64) int64 {
@@ -17,7 +42,8 @@ func floorDiv(a, b int64) int64 {
 }
 
 // FixedWindow is a fixed window counter simulated window by window: load
-// is the count of window win (index since the epoch, Period wide); moving
+// is the count of window win (index since the epoch, W = Burst·Period/Count
+// wide; Apply rewrites L as that one window); moving
 // to the next window carries max(0, load−Burst) over. Instants before the
 // window of the last change are treated as its start. The zero value with
 // L set is the initial state.
@@ -38,8 +64,9 @@ func (m *FixedWindow) loadAt(w int64) int64 {
 
 // Apply runs op on the model and returns the expected outcome.
 func (m *FixedWindow) Apply(op Op) ratelimit.Outcome {
+	m.L = windowed(m.L)
 	p := int64(m.L.Period)
-	now := op.Now
+	now := max(op.Now, earliest)
 	var skew int64
 	if m.load > 0 && now < m.win*p {
 		skew, now = m.win*p-now, m.win*p
@@ -61,7 +88,7 @@ func (m *FixedWindow) Apply(op Op) ratelimit.Outcome {
 				if j == 0 {
 					return 0
 				}
-				return time.Duration((w+j)*p - now + skew)
+				return sat(j*p-(now-w*p), skew)
 			}
 		}
 	}
@@ -112,7 +139,8 @@ func (m *FixedWindow) Apply(op Op) ratelimit.Outcome {
 }
 
 // SlidingWindow is a sliding window counter kept as a count per window
-// index. Its estimate at t is count[w] + ceil(count[w−1]·(Period−el)/Period)
+// index, windows W = Burst·Period/Count wide (Apply rewrites L as that one
+// window, so Period below is W). Its estimate at t is count[w] + ceil(count[w−1]·(Period−el)/Period)
 // for the window w of t and el = t − w·Period, computed with big.Rat; its
 // waits are found by binary search over instants, independently of the
 // closed forms the algorithm uses. Instants before the window of the last
@@ -125,27 +153,31 @@ type SlidingWindow struct {
 	written bool
 }
 
-func (m *SlidingWindow) estimate(t int64) int64 {
-	p := int64(m.L.Period)
-	w := floorDiv(t, p)
-	el := t - w*p
-	r := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(m.counts[w-1]), big.NewInt(p-el)), big.NewInt(p))
-	return m.counts[w] + Ceil(r)
+func (m *SlidingWindow) estimate(t *big.Int) int64 {
+	p := big.NewInt(int64(m.L.Period))
+	w, el := new(big.Int).DivMod(t, p, new(big.Int)) // floor division, el in [0, p)
+	var cur, prev int64
+	if w.IsInt64() { // nothing is counted past the last int64 instant
+		cur, prev = m.counts[w.Int64()], m.counts[w.Int64()-1]
+	}
+	r := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(prev), new(big.Int).Sub(p, el)), p)
+	return cur + Ceil(r)
 }
 
 // passes reports whether x more units pass at t.
-func (m *SlidingWindow) passes(t, x int64) bool { return m.estimate(t)+x <= m.L.Burst }
+func (m *SlidingWindow) passes(t *big.Int, x int64) bool { return m.estimate(t)+x <= m.L.Burst }
 
 // until returns the smallest d >= 0 such that x passes at t+d, by binary
 // search (the estimate never grows while nothing is added).
 func (m *SlidingWindow) until(t, x int64) int64 {
-	if m.passes(t, x) {
+	at := func(d int64) *big.Int { return new(big.Int).Add(big.NewInt(t), big.NewInt(d)) }
+	if m.passes(at(0), x) {
 		return 0
 	}
 	lo, hi := int64(0), 2*int64(m.L.Period) // passes(t+hi) holds: both windows are new
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		if m.passes(t+mid, x) {
+		if m.passes(at(mid), x) {
 			hi = mid
 		} else {
 			lo = mid
@@ -156,30 +188,31 @@ func (m *SlidingWindow) until(t, x int64) int64 {
 
 // Apply runs op on the model and returns the expected outcome.
 func (m *SlidingWindow) Apply(op Op) ratelimit.Outcome {
+	m.L = windowed(m.L)
 	if m.counts == nil {
 		m.counts = map[int64]int64{}
 	}
 	p := int64(m.L.Period)
-	now := op.Now
+	now := max(op.Now, earliest)
 	var skew int64
 	if m.written && now < m.lastWin*p {
 		skew, now = m.lastWin*p-now, m.lastWin*p
 	}
 	w := floorDiv(now, p)
 	describe := func() ratelimit.Outcome {
-		o := ratelimit.Outcome{Remaining: max(0, m.L.Burst-m.estimate(now))}
+		o := ratelimit.Outcome{Remaining: max(0, m.L.Burst-m.estimate(big.NewInt(now)))}
 		switch {
 		case m.counts[w] > 0:
-			o.ResetAfter = time.Duration(2*p - (now - w*p) + skew)
+			o.ResetAfter = sat(2*p-(now-w*p), skew)
 		case m.counts[w-1] > 0:
-			o.ResetAfter = time.Duration(p - (now - w*p) + skew)
+			o.ResetAfter = sat(p-(now-w*p), skew)
 		}
 		o.TTL = o.ResetAfter
 		return o
 	}
 	wait := func(x int64) time.Duration {
 		if d := m.until(now, x); d > 0 {
-			return time.Duration(d + skew)
+			return sat(d, skew)
 		}
 		return 0
 	}
@@ -194,7 +227,7 @@ func (m *SlidingWindow) Apply(op Op) ratelimit.Outcome {
 		switch {
 		case c > m.L.Burst:
 			o.RetryAfter = ratelimit.Never
-		case c == 0 || !m.passes(now, c):
+		case c == 0 || !m.passes(big.NewInt(now), c):
 			o.RetryAfter = wait(max(c, 1))
 			o.Allowed = c == 0 && o.RetryAfter == 0
 		default:
@@ -222,7 +255,8 @@ func (m *SlidingWindow) Apply(op Op) ratelimit.Outcome {
 }
 
 // SlidingLog is an exact sliding log kept as a list of (instant, count)
-// entries. Units logged at ts count at t while t − Period < ts. Its waits
+// entries, over a window W = Burst·Period/Count (Apply rewrites L as that
+// one window, so Period below is W). Units logged at ts count at t while t − Period < ts. Its waits
 // are found by trying each instant at which an entry expires, in order, and
 // counting again; instants before the last entry are treated as it. The
 // zero value with L set is the initial state.
@@ -242,10 +276,23 @@ func (m *SlidingLog) usedAt(t int64) int64 {
 	return n
 }
 
+// usedAfter counts the units that still count when the entry at ts stops
+// counting, at ts + Period: those logged in (ts, ts+Period].
+func (m *SlidingLog) usedAfter(ts int64) int64 {
+	var n int64
+	for i, e := range m.ts {
+		if e > ts && uint64(e-ts) <= uint64(m.L.Period) {
+			n += m.cnt[i]
+		}
+	}
+	return n
+}
+
 // Apply runs op on the model and returns the expected outcome.
 func (m *SlidingLog) Apply(op Op) ratelimit.Outcome {
+	m.L = windowed(m.L)
 	p := int64(m.L.Period)
-	now, skew := op.Now, int64(0)
+	now, skew := max(op.Now, earliest), int64(0)
 	if n := len(m.ts); n > 0 && now < m.ts[n-1] {
 		skew, now = m.ts[n-1]-now, m.ts[n-1]
 	}
@@ -255,8 +302,9 @@ func (m *SlidingLog) Apply(op Op) ratelimit.Outcome {
 			return 0
 		}
 		for _, ts := range m.ts {
-			if t := ts + p; t > now && m.usedAt(t)+x <= m.L.Burst {
-				return time.Duration(t - now + skew)
+			// ts stops counting at ts + p, which may lie past int64.
+			if age := uint64(now - ts); age < uint64(p) && m.usedAfter(ts)+x <= m.L.Burst {
+				return sat(p-int64(age), skew)
 			}
 		}
 		panic("model: never fits")
@@ -264,7 +312,7 @@ func (m *SlidingLog) Apply(op Op) ratelimit.Outcome {
 	describe := func(used int64) ratelimit.Outcome {
 		o := ratelimit.Outcome{Remaining: max(0, m.L.Burst-used)}
 		if used > 0 {
-			o.ResetAfter = time.Duration(m.ts[len(m.ts)-1] + p - now + skew)
+			o.ResetAfter = sat(p-(now-m.ts[len(m.ts)-1]), skew)
 			o.TTL = o.ResetAfter
 		}
 		return o

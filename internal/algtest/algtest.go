@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/model"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 // Model is a reference model: Apply runs one operation and returns the
@@ -181,7 +181,7 @@ func checkStep(t *testing.T, alg ratelimit.Algorithm, l ratelimit.Limit, state [
 		if err != nil {
 			t.Fatalf("%s: Decide(cost %d at %d): %v", ctx, cost, at, err)
 		}
-		sane(t, ctx, l, o)
+		CheckOutcome(t, fmt.Sprintf("%s: cost %d at %d", ctx, cost, at), s, l, cost, o, next)
 		return o, next
 	}
 	// Cost 0 peeks and changes nothing.
@@ -215,6 +215,9 @@ func checkStep(t *testing.T, alg ratelimit.Algorithm, l ratelimit.Limit, state [
 		if len(next) > 0 && o.TTL == 0 {
 			t.Fatalf("%s: non-empty state %x with TTL 0", ctx, next)
 		}
+		if now > math.MaxInt64-int64(max(o.TTL, o.ResetAfter)) {
+			continue // the state outlives the last instant of time
+		}
 		at := now + int64(o.TTL)
 		fresh, _ := decide(nil, at, l.Burst)
 		kept, _ := decide(next, at, l.Burst)
@@ -232,64 +235,6 @@ func checkStep(t *testing.T, alg ratelimit.Algorithm, l ratelimit.Limit, state [
 			if b, _ := decide(next, now-back, 0); b.Remaining > o.Remaining {
 				t.Fatalf("%s: %d ns earlier, Remaining %d > %d", ctx, back, b.Remaining, o.Remaining)
 			}
-		}
-	}
-}
-
-// sane checks the bounds every outcome respects.
-func sane(t *testing.T, ctx string, l ratelimit.Limit, o ratelimit.Outcome) {
-	t.Helper()
-	switch {
-	case o.Remaining < 0 || o.Remaining > l.Burst:
-		t.Fatalf("%s: Remaining %d outside 0..%d", ctx, o.Remaining, l.Burst)
-	case o.RetryAfter < 0 || o.ResetAfter < 0 || o.TTL < 0 || o.Delay < 0:
-		t.Fatalf("%s: negative duration in %+v", ctx, o)
-	case o.Allowed && o.RetryAfter != 0:
-		t.Fatalf("%s: allowed with RetryAfter %s", ctx, o.RetryAfter)
-	case !o.Allowed && o.RetryAfter == 0:
-		t.Fatalf("%s: denied with RetryAfter 0", ctx)
-	}
-}
-
-// Edges checks instants near the int64 limits and near zero, and a ten-year
-// idle gap: no panic, sane outcomes, a fresh key admits Burst, and a key
-// idle for ten years is back to its initial state.
-func Edges(t *testing.T, alg ratelimit.Algorithm) {
-	t.Helper()
-	for _, l := range Limits() {
-		for _, start := range []int64{math.MaxInt64 - int64(time.Hour), math.MaxInt64 - 1, math.MaxInt64, 0, -1, 1, math.MinInt64, math.MinInt64 + 1, -int64(time.Hour)} {
-			var state []byte
-			now := start
-			for i := range 12 {
-				cost := []int64{l.Burst, 1, 0, l.Burst + 1}[i%4]
-				o, next, err := alg.Decide(state, now, l, cost, nil)
-				ctx := fmt.Sprintf("%s from %d call %d", l, start, i)
-				if err != nil {
-					t.Fatalf("%s: %v", ctx, err)
-				}
-				sane(t, ctx, l, o)
-				if i == 0 && !o.Allowed {
-					t.Fatalf("%s: fresh key at %d denied Burst: %+v", ctx, now, o)
-				}
-				state = next
-				if now < math.MaxInt64-int64(time.Second) {
-					now += int64(time.Second) / 3
-				}
-			}
-		}
-		// Ten years idle.
-		now := int64(1_700_000_000_000_000_000)
-		first, state, err := alg.Decide(nil, now, l, l.Burst, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, _, err := alg.Decide(state, now+int64(10*365*24*time.Hour), l, l.Burst, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sane(t, l.String()+" ten years later", l, o)
-		if first.ResetAfter <= 10*365*24*time.Hour && !o.Allowed {
-			t.Fatalf("%s: ten years later Burst denied: %+v %v", l, o, err)
 		}
 	}
 }
@@ -335,29 +280,5 @@ func Garbage(t *testing.T, alg ratelimit.Algorithm, tag byte, seed uint64) {
 				}
 			}
 		}
-	}
-}
-
-// ZeroAllocs asserts that Decide on an existing state allocates nothing
-// when dst has room.
-func ZeroAllocs(t *testing.T, alg ratelimit.Algorithm) {
-	t.Helper()
-	l := ratelimit.Limit{Count: 10, Period: time.Second, Burst: 20}
-	now := int64(1_700_000_000_000_000_000)
-	_, state, err := alg.Decide(nil, now, l, 1, make([]byte, 0, 256))
-	if err != nil || len(state) == 0 {
-		t.Fatalf("setup: %x %v", state, err)
-	}
-	dst := make([]byte, 0, 256)
-	allocs := testing.AllocsPerRun(200, func() {
-		now += int64(time.Millisecond)
-		var o ratelimit.Outcome
-		o, dst, err = alg.Decide(state, now, l, 1, dst[:0])
-		if err != nil || !o.Allowed && o.RetryAfter == 0 {
-			panic("unexpected outcome")
-		}
-	})
-	if allocs != 0 {
-		t.Fatalf("Decide allocates %v times per call, want 0", allocs)
 	}
 }
