@@ -111,7 +111,7 @@ func (s limitResetting) Apply(ctx context.Context, c ratelimit.Check) (ratelimit
 	s.limits[c.Namespace+"\x00"+c.Key] = c.Limit
 	s.mu.Unlock()
 	if seen && last != c.Limit {
-		if err := s.Store.Reset(ctx, c.Namespace, c.Key); err != nil {
+		if err := s.Reset(ctx, c.Namespace, c.Key); err != nil {
 			return ratelimit.Outcome{}, err
 		}
 	}

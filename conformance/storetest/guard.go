@@ -80,7 +80,7 @@ type guarded struct {
 
 // Apply runs Store.Apply through guard.
 func (g *guarded) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
-	return guard(g, ctx, func() string { return "Apply(" + describe(c) + ")" },
+	return guard(ctx, g, func() string { return "Apply(" + describe(c) + ")" },
 		func(ctx context.Context) (ratelimit.Outcome, error) { return g.st.Apply(ctx, c) })
 }
 
@@ -93,7 +93,7 @@ func (g *guarded) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []
 		out []ratelimit.Outcome
 	}
 	checks = append([]ratelimit.Check(nil), checks...)
-	r, err := guard(g, ctx, func() string {
+	r, err := guard(ctx, g, func() string {
 		return fmt.Sprintf("ApplyAll(%d checks, the first %s)", len(checks), firstCheck(checks))
 	},
 		func(ctx context.Context) (result, error) {
@@ -107,14 +107,14 @@ func (g *guarded) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []
 
 // Reset runs Store.Reset through guard.
 func (g *guarded) Reset(ctx context.Context, namespace, key string) error {
-	_, err := guard(g, ctx, func() string { return fmt.Sprintf("Reset(ns=%q key=%q)", namespace, shortKey(key)) },
+	_, err := guard(ctx, g, func() string { return fmt.Sprintf("Reset(ns=%q key=%q)", namespace, shortKey(key)) },
 		func(ctx context.Context) (struct{}, error) { return struct{}{}, g.st.Reset(ctx, namespace, key) })
 	return err
 }
 
 // Close runs Store.Close through guard, with no deadline of its own.
 func (g *guarded) Close() error {
-	_, err := guard(g, context.Background(), func() string { return "Close()" },
+	_, err := guard(context.Background(), g, func() string { return "Close()" },
 		func(context.Context) (struct{}, error) { return struct{}{}, g.st.Close() })
 	return err
 }
@@ -126,7 +126,7 @@ func (g *guarded) Close() error {
 // with its value and stack; neither stops the test binary, and the other
 // checks still run. Once a store of a check has hung, the check's later
 // calls fail at once. what names the call in messages.
-func guard[T any](g *guarded, ctx context.Context, what func() string, call func(context.Context) (T, error)) (T, error) {
+func guard[T any](ctx context.Context, g *guarded, what func() string, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if first := g.state.hung.Load(); first != nil {
 		return zero, fmt.Errorf("%w: not called, since %s", errStoreBroken, *first)
