@@ -31,7 +31,7 @@ func (windowAlg) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, 
 	}
 	end := start + int64(l.Period)
 	left := l.Burst - used
-	o := ratelimit.Outcome{Remaining: left, ResetAfter: time.Duration(end - now), TTL: time.Duration(end - now)}
+	o := ratelimit.Outcome{Remaining: max(left, 0), ResetAfter: time.Duration(end - now), TTL: time.Duration(end - now)}
 	if used == 0 {
 		o.ResetAfter, o.TTL = 0, 0
 	}

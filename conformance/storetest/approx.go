@@ -69,7 +69,7 @@ func (s *suite) visible(t *testing.T, st ratelimit.Store, c ratelimit.Check, wan
 		return
 	}
 	s.mustSettle(t, func() string {
-		if got := remaining(t, st, c); got != want {
+		if got := s.remaining(t, st, c); got != want {
 			return fmt.Sprintf("%s: Remaining = %d through another client, want %d: the write never became visible", describe(c), got, want)
 		}
 		return ""
@@ -83,12 +83,12 @@ func (s *suite) visible(t *testing.T, st ratelimit.Store, c ratelimit.Check, wan
 // fails the check.
 func (s *suite) take(t *testing.T, st ratelimit.Store, c ratelimit.Check) ratelimit.Outcome {
 	t.Helper()
-	o := mustApply(t, st, c)
+	o := s.mustApply(t, st, c)
 	if s.h.Approximate == nil || o.Allowed {
 		return o
 	}
 	s.mustSettle(t, func() string {
-		if o = mustApply(t, st, c); !o.Allowed {
+		if o = s.mustApply(t, st, c); !o.Allowed {
 			return fmt.Sprintf("%s on a quiescent key: denied (%+v), want admitted", describe(c), o)
 		}
 		return ""
@@ -101,7 +101,7 @@ func (s *suite) take(t *testing.T, st ratelimit.Store, c ratelimit.Check) rateli
 // fails the check.
 func (s *suite) takeAll(t *testing.T, st ratelimit.Store, checks []ratelimit.Check) (bool, []ratelimit.Outcome) {
 	t.Helper()
-	ok, out, err := applyAll(t, st, checks)
+	ok, out, err := s.applyAll(t, st, checks)
 	if err != nil {
 		t.Fatalf("ApplyAll of %d checks: %v", len(checks), err)
 	}
@@ -109,7 +109,7 @@ func (s *suite) takeAll(t *testing.T, st ratelimit.Store, checks []ratelimit.Che
 		return ok, out
 	}
 	s.mustSettle(t, func() string {
-		if ok, out, err = applyAll(t, st, checks); err != nil {
+		if ok, out, err = s.applyAll(t, st, checks); err != nil {
 			t.Fatalf("ApplyAll of %d checks: %v", len(checks), err)
 		}
 		if !ok {

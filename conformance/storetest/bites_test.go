@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/conformance/internal/testalg"
 	"github.com/sluicehq/sluice/conformance/storetest"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
@@ -58,6 +59,65 @@ func (s leakyComposite) ApplyAll(ctx context.Context, checks []ratelimit.Check, 
 	return ok, err
 }
 
+// lockPanicking panics while holding the lock its handles share when it
+// applies a check on a key of the Peek check; from then on every call
+// blocks on that lock for ever, as a contributed store's would.
+type lockPanicking struct {
+	ratelimit.Store
+	mu *sync.Mutex
+}
+
+// deliberatePanic is the value lockPanicking panics with.
+const deliberatePanic = "deliberate panic holding the lock"
+
+func (s lockPanicking) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
+	s.mu.Lock()
+	if strings.HasSuffix(c.Key, ":peek") {
+		panic(deliberatePanic)
+	}
+	defer s.mu.Unlock()
+	return s.Store.Apply(ctx, c)
+}
+
+func (s lockPanicking) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Store.ApplyAll(ctx, checks, out)
+}
+
+func (s lockPanicking) Reset(ctx context.Context, namespace, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Store.Reset(ctx, namespace, key)
+}
+
+// compositeBlocking never returns from ApplyAll, whatever its context says.
+type compositeBlocking struct{ ratelimit.Store }
+
+func (compositeBlocking) ApplyAll(context.Context, []ratelimit.Check, []ratelimit.Outcome) (bool, error) {
+	select {} // blocks for ever, ignoring the context
+}
+
+// limitResetting forgets a key's state whenever its limit changes.
+type limitResetting struct {
+	ratelimit.Store
+	mu     *sync.Mutex
+	limits map[string]ratelimit.Limit
+}
+
+func (s limitResetting) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
+	s.mu.Lock()
+	last, seen := s.limits[c.Namespace+"\x00"+c.Key]
+	s.limits[c.Namespace+"\x00"+c.Key] = c.Limit
+	s.mu.Unlock()
+	if seen && last != c.Limit {
+		if err := s.Reset(ctx, c.Namespace, c.Key); err != nil {
+			return ratelimit.Outcome{}, err
+		}
+	}
+	return s.Store.Apply(ctx, c)
+}
+
 // TestBrokenStore runs the suite on a deliberately broken store; it only
 // runs as the child process of TestSuiteBites.
 func TestBrokenStore(t *testing.T) {
@@ -75,15 +135,32 @@ func TestBrokenStore(t *testing.T) {
 		}
 	case "composite":
 		h.NewStore = func(t *testing.T) ratelimit.Store { return leakyComposite{shared(t)} }
+	case "limitreset":
+		mu, limits := new(sync.Mutex), map[string]ratelimit.Limit{}
+		h.NewStore = func(t *testing.T) ratelimit.Store { return limitResetting{Store: shared(t), mu: mu, limits: limits} }
+	case "panic":
+		mu := new(sync.Mutex)
+		h.NewStore = func(t *testing.T) ratelimit.Store { return lockPanicking{Store: shared(t), mu: mu} }
+		h.Algorithms, h.CallTimeout = []ratelimit.Algorithm{testalg.Window{}}, brokenCallTimeout
+	case "hang":
+		h.NewStore = func(t *testing.T) ratelimit.Store { return compositeBlocking{shared(t)} }
+		h.Algorithms, h.CallTimeout = []ratelimit.Algorithm{testalg.Window{}}, brokenCallTimeout
 	default:
 		t.Fatalf("unknown %s=%q", brokenEnv, mode)
 	}
 	storetest.Run(t, h)
 }
 
+// brokenCallTimeout is the call deadline of the hanging stores' runs: the
+// watchdog gives up on a call after 1.5 times as long.
+const brokenCallTimeout = 200 * time.Millisecond
+
 // TestSuiteBites proves the suite fails a store that over-admits by one
-// under contention, and one that consumes on a denied composite, with a
-// message naming the fault.
+// under contention, one that consumes on a denied composite and one that
+// resets a key when its limit changes, with a message naming the fault;
+// and that a store that panics while holding its lock, or blocks for ever
+// in ApplyAll, fails the checks that meet it, in bounded time, while the
+// other checks still run and pass.
 func TestSuiteBites(t *testing.T) {
 	if os.Getenv(brokenEnv) != "" {
 		t.Skip("already the child")
@@ -94,25 +171,62 @@ func TestSuiteBites(t *testing.T) {
 		// happens at a random moment of contention, which the exact count
 		// or the linearizability check catches.
 		anyOf []string
+		// allOf lists lines that must all appear.
+		allOf []string
 	}{
-		{"overadmit", []string{"calls allowed on one key of burst 100 from 4 clients, want exactly 100", "is not linearizable"}},
-		{"composite", []string{"a denied composite consumed"}},
+		{mode: "overadmit", anyOf: []string{"calls allowed on one key of burst 100 from 4 clients, want exactly 100", "is not linearizable"}},
+		{mode: "composite", anyOf: []string{"a denied composite consumed"}},
+		{mode: "limitreset", allOf: []string{"the change gave a fresh burst", "did not carry the key's state over the change"}},
+		{mode: "panic", allOf: []string{
+			"--- PASS: TestBrokenStore/Sequential",
+			"--- PASS: TestBrokenStore/Isolation",
+			"--- FAIL: TestBrokenStore/Peek",
+			"store panicked: Apply(take ns=\"\" key=\"storetest:",
+			deliberatePanic,
+			"--- FAIL: TestBrokenStore/TTL",
+			"store hung: Apply(",
+			"did not return within 300ms",
+			"--- SKIP: TestBrokenStore/StoreDown",
+		}},
+		{mode: "hang", allOf: []string{
+			"--- FAIL: TestBrokenStore/Composite",
+			"store hung: ApplyAll(2 checks, the first take ns=\"wide\"",
+			"did not return within 300ms",
+			"--- PASS: TestBrokenStore/Sequential",
+			"--- PASS: TestBrokenStore/Peek",
+			"--- PASS: TestBrokenStore/TTL",
+			"--- FAIL: TestBrokenStore/BadInput",
+		}},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBrokenStore$", "-test.v")
 			cmd.Env = append(os.Environ(), brokenEnv+"="+tc.mode)
+			begin := time.Now()
 			out, err := cmd.CombinedOutput()
+			took := time.Since(begin)
 			if err == nil {
 				t.Fatalf("the suite passed a store broken with %q:\n%s", tc.mode, out)
 			}
-			found := false
+			if ctx.Err() != nil {
+				t.Fatalf("the suite on a store broken with %q did not finish within %s:\n%s", tc.mode, took, lastLines(string(out), 40))
+			}
+			if strings.Contains(string(out), "panic: ") {
+				t.Errorf("the test binary crashed on a store broken with %q:\n%s", tc.mode, lastLines(string(out), 40))
+			}
+			t.Logf("the suite failed a store broken with %q in %s", tc.mode, took.Round(time.Millisecond))
+			found := len(tc.anyOf) == 0
 			for _, want := range tc.anyOf {
 				found = found || strings.Contains(string(out), want)
 			}
 			if !found {
 				t.Errorf("the suite's output for %q has none of %q:\n%s", tc.mode, tc.anyOf, lastLines(string(out), 40))
+			}
+			for _, want := range tc.allOf {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("the suite's output for %q lacks %q:\n%s", tc.mode, want, lastLines(string(out), 60))
+				}
 			}
 		})
 	}

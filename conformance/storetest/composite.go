@@ -9,8 +9,8 @@ import (
 
 // applyAll is Store.ApplyAll with the suite's per-call timeout and a
 // fresh outcome slice.
-func applyAll(t *testing.T, st ratelimit.Store, checks []ratelimit.Check) (bool, []ratelimit.Outcome, error) {
-	ctx, cancel := opContext(t)
+func (s *suite) applyAll(t *testing.T, st ratelimit.Store, checks []ratelimit.Check) (bool, []ratelimit.Outcome, error) {
+	ctx, cancel := s.opContext(t)
 	defer cancel()
 	out := make([]ratelimit.Outcome, len(checks))
 	ok, err := st.ApplyAll(ctx, checks, out)
@@ -39,8 +39,8 @@ func (s *suite) compositeAllOrNothing(t *testing.T, alg ratelimit.Algorithm) {
 	r := s.rng()
 	s.startClock()
 	sts := s.stores(t, 2)
-	wide := ratelimit.Check{Namespace: "wide", Key: newKey(t, r, "a"), Algorithm: alg, Limit: frozen(10), Cost: 1}
-	tight := ratelimit.Check{Namespace: "tight", Key: newKey(t, r, "b"), Algorithm: alg, Limit: frozen(3), Cost: 1}
+	wide := ratelimit.Check{Namespace: "wide", Key: newKey(t, r, "a"), Algorithm: alg, Limit: s.frozen(10), Cost: 1}
+	tight := ratelimit.Check{Namespace: "tight", Key: newKey(t, r, "b"), Algorithm: alg, Limit: s.frozen(3), Cost: 1}
 	checks := []ratelimit.Check{wide, tight}
 	for i := range 3 {
 		s.visible(t, sts[i%2], wide, 10-int64(i))
@@ -52,7 +52,7 @@ func (s *suite) compositeAllOrNothing(t *testing.T, alg ratelimit.Algorithm) {
 	for i := range 3 {
 		s.visible(t, sts[i%2], wide, 7)
 		s.visible(t, sts[i%2], tight, 0)
-		ok, out, err := applyAll(t, sts[i%2], checks)
+		ok, out, err := s.applyAll(t, sts[i%2], checks)
 		if err != nil {
 			t.Fatalf("denied composite %d: %v", i, err)
 		}
@@ -67,18 +67,18 @@ func (s *suite) compositeAllOrNothing(t *testing.T, alg ratelimit.Algorithm) {
 		}
 	}
 	s.expectSettle(t, func() string {
-		if got := remaining(t, sts[0], wide); got != 7 {
+		if got := s.remaining(t, sts[0], wide); got != 7 {
 			return fmt.Sprintf("wide key Remaining = %d after 3 allowed and 3 denied composites, want 7: a denied composite consumed", got)
 		}
 		return ""
 	})
 	// Order must not matter: the denying check first.
-	ok, _, err := applyAll(t, sts[1], []ratelimit.Check{tight, wide})
+	ok, _, err := s.applyAll(t, sts[1], []ratelimit.Check{tight, wide})
 	if err != nil || ok {
 		t.Fatalf("composite with the exhausted key first: allowed=%t err=%v, want denied without error", ok, err)
 	}
 	s.expectSettle(t, func() string {
-		if got := remaining(t, sts[1], wide); got != 7 {
+		if got := s.remaining(t, sts[1], wide); got != 7 {
 			return fmt.Sprintf("wide key Remaining = %d after a denied composite listing it second, want 7", got)
 		}
 		return ""
@@ -86,11 +86,11 @@ func (s *suite) compositeAllOrNothing(t *testing.T, alg ratelimit.Algorithm) {
 	// Racing composites: exactly as many as the tight key admits, and
 	// the wide key pays for those only.
 	wide.Key, tight.Key = newKey(t, r, "race-a"), newKey(t, r, "race-b")
-	wide.Limit, tight.Limit = frozen(100), frozen(30)
+	wide.Limit, tight.Limit = s.frozen(100), s.frozen(30)
 	raceStores := s.stores(t, contentionStores)
 	lo, hi := s.bound(tight.Limit, contentionStores, 30)
 	allowed, errs := race(t, raceStores, 32, 4, func(_ int, st ratelimit.Store) (bool, error) {
-		ok, _, err := applyAll(t, st, []ratelimit.Check{wide, tight})
+		ok, _, err := s.applyAll(t, st, []ratelimit.Check{wide, tight})
 		return ok, err
 	})
 	if errs > 0 {
@@ -100,7 +100,7 @@ func (s *suite) compositeAllOrNothing(t *testing.T, alg ratelimit.Algorithm) {
 		t.Errorf("%d of 128 racing composites allowed, want %s (the tight key's burst)", allowed, window(lo, hi))
 	}
 	s.expectSettle(t, func() string {
-		if got := remaining(t, raceStores[0], wide); got != 100-allowed {
+		if got := s.remaining(t, raceStores[0], wide); got != 100-allowed {
 			return fmt.Sprintf("wide key Remaining = %d after %d allowed composites, want %d: denied composites consumed", got, allowed, 100-allowed)
 		}
 		return ""
@@ -113,19 +113,19 @@ func (s *suite) compositeSameKey(t *testing.T, alg ratelimit.Algorithm) {
 	r := s.rng()
 	s.startClock()
 	st := s.stores(t, 1)[0]
-	c := ratelimit.Check{Key: newKey(t, r, "twice"), Algorithm: alg, Limit: frozen(3), Cost: 1}
+	c := ratelimit.Check{Key: newKey(t, r, "twice"), Algorithm: alg, Limit: s.frozen(3), Cost: 1}
 	ok, out := s.takeAll(t, st, []ratelimit.Check{c, c})
 	if !ok || out[0].Remaining != 2 || out[1].Remaining != 1 {
 		t.Fatalf("two takes of 1 from a fresh key of burst 3: allowed=%t remaining %d then %d, want allowed, 2 then 1", ok, out[0].Remaining, out[1].Remaining)
 	}
-	ok, out, err := applyAll(t, st, []ratelimit.Check{c, c, c})
+	ok, out, err := s.applyAll(t, st, []ratelimit.Check{c, c, c})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ok || !out[0].Allowed || out[1].Allowed {
 		t.Fatalf("three takes of 1 with 1 unit left: allowed=%t outcomes %+v, want the second check denied", ok, out)
 	}
-	if got := remaining(t, st, c); got != 1 {
+	if got := s.remaining(t, st, c); got != 1 {
 		t.Errorf("Remaining = %d after a denied composite naming the key three times, want 1 (nothing taken)", got)
 	}
 }
@@ -137,8 +137,8 @@ func (s *suite) compositeOpposite(t *testing.T, alg ratelimit.Algorithm) {
 	r := s.rng()
 	s.startClock()
 	sts := s.stores(t, contentionStores)
-	a := ratelimit.Check{Key: newKey(t, r, "a"), Algorithm: alg, Limit: frozen(40), Cost: 1}
-	b := ratelimit.Check{Key: newKey(t, r, "b"), Algorithm: alg, Limit: frozen(40), Cost: 1}
+	a := ratelimit.Check{Key: newKey(t, r, "a"), Algorithm: alg, Limit: s.frozen(40), Cost: 1}
+	b := ratelimit.Check{Key: newKey(t, r, "b"), Algorithm: alg, Limit: s.frozen(40), Cost: 1}
 	// Even goroutines name b first, odd ones a first. Each call is
 	// bounded by the suite's per-call timeout, so a deadlock shows up as
 	// failed calls rather than a hung test.
@@ -147,7 +147,7 @@ func (s *suite) compositeOpposite(t *testing.T, alg ratelimit.Algorithm) {
 		if g%2 == 0 {
 			order = []ratelimit.Check{b, a}
 		}
-		ok, _, err := applyAll(t, st, order)
+		ok, _, err := s.applyAll(t, st, order)
 		return ok, err
 	})
 	if errs > 0 {
@@ -165,7 +165,7 @@ func (s *suite) compositeOpposite(t *testing.T, alg ratelimit.Algorithm) {
 		want = max(want, 0)
 	}
 	s.expectSettle(t, func() string {
-		if ra, rb := remaining(t, sts[1], a), remaining(t, sts[3], b); ra != want || rb != want {
+		if ra, rb := s.remaining(t, sts[1], a), s.remaining(t, sts[3], b); ra != want || rb != want {
 			return fmt.Sprintf("Remaining a=%d b=%d after %d allowed composites, want both %d", ra, rb, allowed, want)
 		}
 		return ""

@@ -38,12 +38,12 @@ func (s *suite) testContention(t *testing.T) {
 		r := s.rng()
 		s.startClock()
 		sts := s.stores(t, contentionStores)
-		l := frozen(contentionBurst)
+		l := s.frozen(contentionBurst)
 		lo, hi := s.bound(l, contentionStores, contentionBurst)
 		for round := range contentionRounds {
 			c := ratelimit.Check{Key: newKey(t, r, fmt.Sprintf("hot%d", round)), Algorithm: alg, Limit: l, Cost: 1}
 			allowed, errs := race(t, sts, contentionCallers, contentionCalls, func(_ int, st ratelimit.Store) (bool, error) {
-				o, err := apply(t, st, c)
+				o, err := s.apply(t, st, c)
 				return o.Allowed, err
 			})
 			if errs > 0 {
@@ -63,7 +63,7 @@ func (s *suite) testContention(t *testing.T) {
 			}
 			for i, st := range targets {
 				s.expectSettle(t, func() string {
-					if got := remaining(t, st, c); got != want {
+					if got := s.remaining(t, st, c); got != want {
 						return fmt.Sprintf("round %d: client %d: Remaining = %d after %d of the burst of %d were admitted, want %d", round, i, got, allowed, contentionBurst, want)
 					}
 					return ""

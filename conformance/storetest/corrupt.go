@@ -21,7 +21,7 @@ func (s *suite) testCorruptState(t *testing.T) {
 	for i, writer := range algs {
 		reader := algs[(i+1)%len(algs)]
 		// Does reader reject writer's state? Ask the algorithms directly.
-		l := frozen(5)
+		l := s.frozen(5)
 		_, state, err := writer.Decide(nil, s.now(), l, 2, nil)
 		if err != nil || len(state) == 0 {
 			continue
@@ -38,22 +38,22 @@ func (s *suite) testCorruptState(t *testing.T) {
 			s.take(t, st, w)
 			rd := w
 			rd.Algorithm, rd.Cost = reader, 1
-			if _, err := apply(t, st, rd); !errors.Is(err, ratelimit.ErrCorruptState) {
+			if _, err := s.apply(t, st, rd); !errors.Is(err, ratelimit.ErrCorruptState) {
 				t.Fatalf("%s on a key holding %s state: %v, want ErrCorruptState", reader.Name(), writer.Name(), err)
 			}
-			if _, _, err := applyAll(t, st, []ratelimit.Check{rd}); !errors.Is(err, ratelimit.ErrCorruptState) {
+			if _, _, err := s.applyAll(t, st, []ratelimit.Check{rd}); !errors.Is(err, ratelimit.ErrCorruptState) {
 				t.Errorf("ApplyAll of %s on a key holding %s state: %v, want ErrCorruptState", reader.Name(), writer.Name(), err)
 			}
-			if got := remaining(t, st, w); got != 3 {
+			if got := s.remaining(t, st, w); got != 3 {
 				t.Errorf("%s sees Remaining %d after the failed reads, want 3: the store changed undecodable state", writer.Name(), got)
 			}
-			ctx, cancel := opContext(t)
+			ctx, cancel := s.opContext(t)
 			defer cancel()
 			if err := st.Reset(ctx, w.Namespace, w.Key); err != nil {
 				t.Fatalf("Reset: %v", err)
 			}
 			s.expectSettle(t, func() string {
-				if o, err := apply(t, st, rd); err != nil || !o.Allowed {
+				if o, err := s.apply(t, st, rd); err != nil || !o.Allowed {
 					return fmt.Sprintf("%s after Reset: %+v, %v; want allowed", reader.Name(), o, err)
 				}
 				return ""

@@ -18,12 +18,19 @@
 // concurrent histories (github.com/anishathalye/porcupine, partitioned by
 // key); composites that are all or nothing, free of deadlock when callers
 // name keys in opposite orders, and that apply the same key twice in order;
-// key and namespace isolation for arbitrary key bytes; TTL of idle keys;
-// Reset; Peek; Close; cancelled contexts and deadlines; bad input (typed
-// error, state unchanged); state another algorithm cannot decode
+// key and namespace isolation for arbitrary key bytes; a change of a
+// key's limit, which keeps its state (no reset, no fresh burst); TTL of
+// idle keys; Reset; Peek; Close; cancelled contexts and deadlines; bad
+// input, the unlimited Limit included (typed error matching
+// ratelimit.ErrInvalid, state unchanged); state another algorithm cannot
+// decode
 // (ErrCorruptState, left as is, cleared by Reset); and, when the harness
 // can stop the server, typed errors while it is down, no goroutine leak
 // and recovery.
+//
+// Every call to the store runs with a deadline (Harness.CallTimeout) under
+// a watchdog: a call that does not return in time, or that panics, fails
+// the check that made it, and the other checks still run.
 //
 // An approximate store, such as a gossip cluster whose nodes decide
 // locally, declares the bound it keeps in Harness.Approximate: the suite

@@ -102,7 +102,7 @@ func (s *suite) testLinearizable(t *testing.T) {
 		s.startClock()
 		now := s.now()
 		sts := s.stores(t, linStores)
-		l := frozen(linBurst)
+		l := s.frozen(linBurst)
 		ns := fmt.Sprintf("lin%x", r.Uint32())
 		keys := make([]string, linKeys)
 		for i := range keys {
@@ -130,12 +130,12 @@ func (s *suite) testLinearizable(t *testing.T) {
 					var out linOutput
 					var err error
 					if in.reset {
-						ctx, cancel := opContext(t)
+						ctx, cancel := s.opContext(t)
 						err = st.Reset(ctx, ns, in.key)
 						cancel()
 					} else {
 						var o ratelimit.Outcome
-						o, err = apply(t, st, ratelimit.Check{Namespace: ns, Key: in.key, Algorithm: alg, Limit: l, Cost: in.cost})
+						o, err = s.apply(t, st, ratelimit.Check{Namespace: ns, Key: in.key, Algorithm: alg, Limit: l, Cost: in.cost})
 						out = linOutput{allowed: o.Allowed, remaining: o.Remaining}
 					}
 					ret := time.Since(start).Nanoseconds()

@@ -64,14 +64,14 @@ func (s *suite) compare(got, want ratelimit.Outcome) string {
 // during the test, so counts are exact whatever the server's clock says.
 func (s *suite) sequenceLimits() []ratelimit.Limit {
 	if s.h.Clock == nil {
-		return []ratelimit.Limit{frozen(1), frozen(7), frozen(40)}
+		return []ratelimit.Limit{s.frozen(1), s.frozen(7), s.frozen(40)}
 	}
 	return []ratelimit.Limit{
 		{Count: 10, Period: time.Second, Burst: 5},
 		{Count: 3, Period: time.Minute, Burst: 7},
 		{Count: 1000, Period: time.Millisecond, Burst: 1000},
 		{Count: 7, Period: 3 * time.Second, Burst: 1},
-		frozen(20),
+		s.frozen(20),
 	}
 }
 
@@ -117,7 +117,7 @@ func (s *suite) modelSequence(t *testing.T, alg ratelimit.Algorithm, m models.Mo
 		c.Cost = s.randomCost(r, l)
 		s.advance(r, l)
 		now := s.now()
-		got, err := apply(t, sts[i%2], c)
+		got, err := s.apply(t, sts[i%2], c)
 		if err != nil {
 			t.Fatalf("step %d: %s: %v", i, describe(c), err)
 		}
@@ -143,7 +143,7 @@ func (s *suite) sequence(t *testing.T, alg ratelimit.Algorithm, l ratelimit.Limi
 		c.Cost = s.randomCost(r, l)
 		switch r.IntN(20) {
 		case 0:
-			ctx, cancel := opContext(t)
+			ctx, cancel := s.opContext(t)
 			err := sts[i%2].Reset(ctx, ns, c.Key)
 			cancel()
 			if err != nil {
@@ -166,7 +166,7 @@ func (s *suite) sequence(t *testing.T, alg ratelimit.Algorithm, l ratelimit.Limi
 		s.advance(r, l)
 		now := s.now()
 		want, werr := ref.apply(c, now)
-		got, err := apply(t, sts[i%2], c)
+		got, err := s.apply(t, sts[i%2], c)
 		history = append(history, fmt.Sprintf("%s at +%s", describe(c), time.Duration(now-base)))
 		switch {
 		case werr != nil && err == nil:

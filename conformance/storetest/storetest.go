@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,7 +30,8 @@ type Harness struct {
 	// outcomes with the algorithm's result at fixed instants, and checks
 	// TTLs exactly. Leave it nil for stores that use a server clock: the
 	// suite then uses limits whose refill is negligible while it runs (one
-	// unit per 1000 hours) and compares admission and remaining counts.
+	// unit per 1000 hours or a little more) and compares admission and
+	// remaining counts.
 	Clock *Clock
 
 	// Stop and Start, when both are non-nil, take the backend down and
@@ -70,6 +72,13 @@ type Harness struct {
 	// else is checked exactly as for an exact store. Exact stores leave
 	// Approximate nil and get one try at every step.
 	Approximate func(limit ratelimit.Limit, stores int) Bound
+
+	// CallTimeout is the deadline of the context of each call the suite
+	// makes to a store (zero means 30 seconds). A call that has not
+	// returned half as long again after it, because the store ignores its
+	// context or is stuck on a lock, fails its check as hung, as does a
+	// panic inside the store; the other checks still run.
+	CallTimeout time.Duration
 
 	// Seed seeds the suite's random choices; 0 picks a random seed. The
 	// seed is logged so that a failure can be replayed.
@@ -141,6 +150,7 @@ func Run(t *testing.T, h Harness) {
 		fn   func(*testing.T)
 	}{
 		{"Sequential", s.testSequential},
+		{"LimitChange", s.testLimitChange},
 		{"Contention", s.testContention},
 		{"Linearizable", s.testLinearizable},
 		{"Composite", s.testComposite},
@@ -163,6 +173,8 @@ type suite struct {
 	h    Harness
 	seed uint64
 	n    atomic.Uint64 // distinguishes the random sources of subtests
+
+	checks sync.Map // *testing.T → *checkState of the check's stores
 }
 
 // rng returns a random source derived from the run's seed; each call gives
@@ -176,12 +188,9 @@ func (s *suite) stores(t *testing.T, n int) []ratelimit.Store {
 	t.Helper()
 	out := make([]ratelimit.Store, n)
 	for i := range out {
-		st := s.h.NewStore(t)
-		if st == nil {
-			t.Fatal("storetest: NewStore returned nil")
-		}
+		st := s.newStore(t)
 		t.Cleanup(func() {
-			if err := st.Close(); err != nil {
+			if err := st.Close(); err != nil && !errors.Is(err, errStoreBroken) {
 				t.Errorf("Close: %v", err)
 			}
 		})
@@ -210,12 +219,43 @@ func (s *suite) now() int64 {
 	return time.Now().UnixNano()
 }
 
-// frozen is a limit under which nothing refills while the suite runs: one
-// unit per 1000 hours. (Window algorithms align windows of 1000 hours to
-// the epoch; a run that straddles a boundary, once in 41 days, may see
-// one window roll over.)
-func frozen(burst int64) ratelimit.Limit {
-	return ratelimit.Limit{Count: 1, Period: 1000 * time.Hour, Burst: burst}
+// frozen is a limit under which nothing refills while the suite runs:
+// one unit per frozenPeriod (1000 hours or a little more), so admission
+// and remaining counts do not depend on the store's clock.
+func (s *suite) frozen(burst int64) ratelimit.Limit {
+	p := 1000 * time.Hour
+	if s.h.Clock == nil {
+		p = frozenPeriod()
+	}
+	return ratelimit.Limit{Count: 1, Period: p, Burst: burst}
+}
+
+// frozenPeriod is the Period of frozen limits on a store with a server
+// clock. Window algorithms start a window at every multiple of Period
+// since the Unix epoch; a check whose calls straddled one would see a
+// key's consumption vanish between the suite's reference instant and the
+// store's own. A fixed 1000 hours puts such a boundary in the middle of a
+// run once in 41 days, so the Period is chosen, once per test binary, as
+// the first whole number of hours from 1000 on that keeps the wall clock
+// at least frozenMargin from every multiple of it. (With an injected clock
+// the suite and the store read the same instant, so 1000 hours is kept
+// for reproducible outcomes.)
+var frozenPeriod = sync.OnceValue(func() time.Duration {
+	return periodAwayFrom(time.Now().UnixNano(), 1000*time.Hour, frozenMargin)
+})
+
+// frozenMargin is how far the wall clock stays from a window boundary of
+// a frozen limit: far longer than any run of the suite.
+const frozenMargin = 24 * time.Hour
+
+// periodAwayFrom returns the first period of whole hours from start on
+// whose multiples are all at least margin away from now.
+func periodAwayFrom(now int64, start, margin time.Duration) time.Duration {
+	for p := start; ; p += time.Hour {
+		if off := now % int64(p); off >= int64(margin) && int64(p)-off >= int64(margin) {
+			return p
+		}
+	}
 }
 
 // newKey returns a key unique to this run and check.
@@ -223,34 +263,38 @@ func newKey(t *testing.T, r *rand.Rand, name string) string {
 	return fmt.Sprintf("storetest:%016x:%s", r.Uint64(), name)
 }
 
-// opContext bounds one call of the suite, so that a hanging store fails a
-// check instead of the whole test binary.
-func opContext(t *testing.T) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(t.Context(), 30*time.Second)
+// opContext is the context of one call of the suite: it carries the
+// harness's call deadline (the watchdog of guard stops a store that ignores
+// it).
+func (s *suite) opContext(t *testing.T) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), s.callTimeout())
 }
 
-// apply is Store.Apply with the suite's per-call timeout.
-func apply(t *testing.T, st ratelimit.Store, c ratelimit.Check) (ratelimit.Outcome, error) {
-	ctx, cancel := opContext(t)
+// apply is Store.Apply with the suite's per-call deadline.
+func (s *suite) apply(t *testing.T, st ratelimit.Store, c ratelimit.Check) (ratelimit.Outcome, error) {
+	ctx, cancel := s.opContext(t)
 	defer cancel()
 	return st.Apply(ctx, c)
 }
 
 // mustApply is apply that fails the check on error.
-func mustApply(t *testing.T, st ratelimit.Store, c ratelimit.Check) ratelimit.Outcome {
+func (s *suite) mustApply(t *testing.T, st ratelimit.Store, c ratelimit.Check) ratelimit.Outcome {
 	t.Helper()
-	o, err := apply(t, st, c)
-	if err != nil {
+	o, err := s.apply(t, st, c)
+	switch {
+	case errors.Is(err, errStoreBroken):
+		t.Fatal(err)
+	case err != nil:
 		t.Fatalf("Apply(%s): unexpected error: %v", describe(c), err)
 	}
 	return o
 }
 
 // remaining peeks at key and returns the units it could admit now.
-func remaining(t *testing.T, st ratelimit.Store, c ratelimit.Check) int64 {
+func (s *suite) remaining(t *testing.T, st ratelimit.Store, c ratelimit.Check) int64 {
 	t.Helper()
 	c.Op, c.Cost, c.MaxWait = ratelimit.OpTake, 0, 0
-	return mustApply(t, st, c).Remaining
+	return s.mustApply(t, st, c).Remaining
 }
 
 // describe renders a check for failure messages.
@@ -259,15 +303,19 @@ func describe(c ratelimit.Check) string {
 	if c.Algorithm != nil {
 		alg = c.Algorithm.Name()
 	}
-	key := c.Key
-	if len(key) > 48 {
-		key = key[:48] + fmt.Sprintf("…(%d bytes)", len(c.Key))
-	}
-	s := fmt.Sprintf("%s ns=%q key=%q alg=%s limit=%s cost=%d", c.Op, c.Namespace, key, alg, c.Limit, c.Cost)
+	s := fmt.Sprintf("%s ns=%q key=%q alg=%s limit=%s cost=%d", c.Op, shortKey(c.Namespace), shortKey(c.Key), alg, c.Limit, c.Cost)
 	if c.Op == ratelimit.OpReserve {
 		s += fmt.Sprintf(" maxWait=%s", c.MaxWait)
 	}
 	return s
+}
+
+// shortKey shortens a key or namespace for messages.
+func shortKey(key string) string {
+	if len(key) > 48 {
+		return key[:48] + fmt.Sprintf("…(%d bytes)", len(key))
+	}
+	return key
 }
 
 // typedStoreErr reports whether err is one of the errors a store may
