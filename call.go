@@ -37,7 +37,7 @@ func (cl *caller) apply(ctx context.Context, budget time.Duration, c *ratelimit.
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return notSent(err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, budget)
 	out, err := cl.store.Apply(sctx, *c)
@@ -55,12 +55,19 @@ func (cl *caller) applyAll(ctx context.Context, budget time.Duration, checks []r
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return notSent(err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, budget)
 	_, err := cl.store.ApplyAll(sctx, checks, out)
 	cancel()
 	return err
+}
+
+// notSent types the error of a caller's context that ended before the
+// call reached the store: nothing was applied, so ErrUnavailable, where
+// classify would take a bare deadline for an unknown outcome.
+func notSent(ctxErr error) error {
+	return fmt.Errorf("%w: the context ended before the store was called: %w", ratelimit.ErrUnavailable, ctxErr)
 }
 
 // withStore runs fn with a deadline of budget, for calls other than a

@@ -68,7 +68,7 @@
 //     phase's timeouts (the UPDATEs never wait for a lock, and once this
 //     phase is sent its failures are classified by where they happen, not
 //     by which timeout fired), refused with nothing sent when less than
-//     the lock margin is left. A state that may be dropped (TTL 0) is
+//     2ms is left. A state that may be dropped (TTL 0) is
 //     written as an empty, expired row rather than deleted, so that a
 //     concurrent caller that has already seeded the key still finds it.
 //     When nothing changed (a denial, a peek) the phase is just ROLLBACK,
@@ -116,11 +116,15 @@
 //
 // Values are whole milliseconds, rounded down, never 0 (which would mean
 // "no limit"). A call whose context has no deadline gets DefaultTimeout
-// (WithDefaultTimeout). A call with less than the lock margin plus 1ms
-// left is refused with ratelimit.ErrUnavailable before anything is sent,
-// and acquiring a connection gives up at the same point. The margins
-// (WithTimeoutMargins) should cover a network round trip so that the
-// server's error, not the client's deadline, ends a wait. The server's
+// (WithDefaultTimeout). With less than twice the lock margin left, the
+// margins shrink to half and a quarter of the time left, so that a short
+// budget (sluice's 5 ms default) still reaches the server; a call with
+// less than 2ms left is refused with ratelimit.ErrUnavailable before
+// anything is sent, and acquiring a connection gives up when the lock
+// margin plus 1ms is left. The margins (WithTimeoutMargins) should cover a
+// network round trip so that the server's error, not the client's
+// deadline, ends a wait: a wait the client's deadline ends costs pgx the
+// connection. The server's
 // timeouts apply per statement; with several keys the lock waits add up,
 // which the client deadline still bounds (see the error classes: a
 // read-phase timeout is harmless). A transaction the server aborted loses

@@ -83,6 +83,20 @@ func (c *config) validate() error {
 	return nil
 }
 
+// margins returns the lock and statement margins for a call with left
+// before its deadline: the configured ones, or half and a quarter of left
+// when those are smaller, so that a short budget (sluice's 5 ms default
+// for a Limiter's rule) still reaches the server. Shrunk margins may not
+// cover a slow network's round trip, so the client's deadline may end a
+// wait before the server's error arrives. That costs the connection, not
+// a late write: a read phase sends no COMMIT, and a write phase whose
+// reply the deadline cuts off is reported as ErrUnknownOutcome, as before.
+// The lock margin is never below the statement margin, as validate
+// requires of the configured ones.
+func (c *config) margins(left time.Duration) (lock, statement time.Duration) {
+	return min(c.lockMargin, left/2), min(c.statementMargin, left/4)
+}
+
 func validIdent(what, name string) error {
 	if len(name) > maxIdentLen || !identRE.MatchString(name) {
 		return fmt.Errorf("%w: pgstore: %s name %q: want 1..%d of [A-Za-z0-9_], not starting with a digit",
@@ -139,6 +153,8 @@ func WithDefaultTimeout(d time.Duration) Option {
 // 0 < statement <= lock. The margins must cover one network round trip,
 // so that the server's error reaches the caller before its deadline
 // (defaults DefaultLockMargin and DefaultStatementMargin, sized for a LAN).
+// A call with less than twice lock left uses half and a quarter of the
+// time left instead, so that short budgets still reach the server.
 func WithTimeoutMargins(lock, statement time.Duration) Option {
 	return optionFunc(func(c *config) {
 		c.lockMargin = lock

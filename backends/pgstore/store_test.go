@@ -101,7 +101,7 @@ func TestTimeoutsShorterThanDeadline(t *testing.T) {
 		}
 		return time.Duration(n) * time.Millisecond
 	}
-	for _, left := range []time.Duration{22 * time.Millisecond, 100 * time.Millisecond, 5 * time.Second} {
+	for _, left := range []time.Duration{5 * time.Millisecond, 22 * time.Millisecond, 100 * time.Millisecond, 5 * time.Second} {
 		ctx, cancel := context.WithTimeout(t.Context(), left)
 		to, err := s.timeouts(ctx)
 		cancel()
@@ -109,17 +109,19 @@ func TestTimeoutsShorterThanDeadline(t *testing.T) {
 			t.Fatalf("left %s: %v", left, err)
 		}
 		lock, stmt, idle := ms(to.lock), ms(to.statement), ms(to.idle)
-		if lock < time.Millisecond || lock > left-20*time.Millisecond || stmt > left-10*time.Millisecond || lock > stmt {
+		// Margins shrink to half and a quarter of the time left.
+		lockMargin, stmtMargin := min(20*time.Millisecond, left/2), min(10*time.Millisecond, left/4)
+		if lock < time.Millisecond || lock > left-lockMargin || stmt > left-stmtMargin || lock > stmt {
 			t.Errorf("left %s: lock_timeout %s, statement_timeout %s: want 1ms <= lock <= statement, each its margin before the deadline", left, lock, stmt)
 		}
 		if idle > left || idle < stmt {
 			t.Errorf("left %s: idle_in_transaction_session_timeout %s, want between statement_timeout %s and the deadline", left, idle, stmt)
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 1900*time.Microsecond)
 	defer cancel()
 	if _, err := s.timeouts(ctx); !errors.Is(err, ratelimit.ErrUnavailable) {
-		t.Fatalf("timeouts with less than the lock margin left = %v, want ErrUnavailable", err)
+		t.Fatalf("timeouts with less than 2ms left = %v, want ErrUnavailable", err)
 	}
 }
 
@@ -366,11 +368,14 @@ func TestClose(t *testing.T) {
 
 func TestDeadlineTooShortRefusedBeforeSending(t *testing.T) {
 	s, pool := newStore(t)
-	ctx, cancel := context.WithTimeout(t.Context(), DefaultLockMargin/2)
+	// Less than 2ms: the shrunk lock margin (half the time left) would
+	// leave lock_timeout under 1ms.
+	const tooShort = 1900 * time.Microsecond
+	ctx, cancel := context.WithTimeout(t.Context(), tooShort)
 	defer cancel()
 	key := randomName("k-")
 	if _, err := s.Apply(ctx, take(key, 5, 1)); !errors.Is(err, ratelimit.ErrUnavailable) {
-		t.Fatalf("Apply with %s left = %v, want ErrUnavailable", DefaultLockMargin/2, err)
+		t.Fatalf("Apply with %s left = %v, want ErrUnavailable", tooShort, err)
 	}
 	if n := rowCount(t, pool, s, key); n != 0 {
 		t.Fatalf("refused call reached the server: %d rows", n)

@@ -30,27 +30,28 @@ type serverTimeouts struct {
 }
 
 // timeouts derives the server-side timeouts from the time left before the
-// deadline of ctx: lock and statement timeouts end their margins before it,
-// in whole milliseconds rounded down and never 0 (which would disable
-// them). When less than the lock margin plus 1ms is left it refuses, since
-// the server could no longer be trusted to give up first.
+// deadline of ctx: lock and statement timeouts end their margins (see
+// config.margins) before it, in whole milliseconds rounded down and never
+// 0 (which would disable them). When less than 2ms is left it refuses,
+// since the server could no longer be trusted to give up first.
 func (s *Store) timeouts(ctx context.Context) (serverTimeouts, error) {
 	deadline, _ := ctx.Deadline()
 	left := time.Until(deadline)
-	lock := left - s.cfg.lockMargin
+	lockMargin, statementMargin := s.cfg.margins(left)
+	lock := left - lockMargin
 	if left <= 0 {
 		return serverTimeouts{}, fmt.Errorf("pgstore: %w: %w", ratelimit.ErrUnavailable, context.DeadlineExceeded)
 	}
 	if lock < time.Millisecond {
 		return serverTimeouts{}, fmt.Errorf("pgstore: %w: %s left before the deadline, less than the lock margin %s plus 1ms",
-			ratelimit.ErrUnavailable, left.Round(time.Microsecond), s.cfg.lockMargin)
+			ratelimit.ErrUnavailable, left.Round(time.Microsecond), lockMargin)
 	}
 	if s.cfg.maxLockWait > 0 {
 		lock = min(lock, s.cfg.maxLockWait)
 	}
 	return serverTimeouts{
 		lock:      millis(lock),
-		statement: millis(left - s.cfg.statementMargin),
+		statement: millis(left - statementMargin),
 		// The backstop: a transaction whose client vanished between the
 		// read and the write phase releases its locks when the caller's
 		// deadline passes.
@@ -66,7 +67,8 @@ func millis(d time.Duration) string {
 // transaction its lock margin.
 func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	deadline, _ := ctx.Deadline()
-	actx, cancel := context.WithDeadline(ctx, deadline.Add(-s.cfg.lockMargin-time.Millisecond))
+	lockMargin, _ := s.cfg.margins(time.Until(deadline))
+	actx, cancel := context.WithDeadline(ctx, deadline.Add(-lockMargin-time.Millisecond))
 	defer cancel()
 	conn, err := s.pool.Acquire(actx)
 	if err != nil {

@@ -1,0 +1,284 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// sluiceDefaultBudget is sluice's budget for a rule that sets none on a
+// store without ratelimit.Budgeter, which pgstore is.
+const sluiceDefaultBudget = 5 * time.Millisecond
+
+// budgetSlack is how far past its budget a call may return: the bound the
+// failure budget promises (issue 13: "within budget + 5 ms").
+const budgetSlack = 5 * time.Millisecond
+
+// budgetBurst is the limit of every rule of these tests, never exhausted.
+const budgetBurst = 100000
+
+// decider is one decision of a Limiter or a Composite.
+type decider func(ctx context.Context) (sluice.Decision, error)
+
+// budgetRow is a row a decider writes: a rule name (the namespace) and a
+// key.
+type budgetRow struct{ ns, key string }
+
+// budgetShape is a Limiter, or a Composite of three rules, on a store: a
+// decider for each failure policy, the rows they write (the first is the
+// one the test locks: holdLock locks namespace "ns") and the observer's
+// count of policy decisions that masked a store error.
+type budgetShape struct {
+	open, closed             decider
+	openMasked, closedMasked *atomic.Int64
+	rows                     []budgetRow
+	perCall                  int64 // observer calls per decision: one per rule
+}
+
+func budgetRules(names []string, failOpen bool) []sluice.Rule {
+	rules := make([]sluice.Rule, len(names))
+	for i, name := range names {
+		rules[i] = sluice.Rule{Name: name, Algorithm: windowAlg{}, Limit: hourly(budgetBurst), FailOpen: failOpen}
+	}
+	return rules
+}
+
+func countMasked(n *atomic.Int64) sluice.Option {
+	return sluice.WithObserver(func(_ context.Context, _ string, d sluice.Decision, err error) {
+		if d.ByPolicy && err != nil {
+			n.Add(1)
+		}
+	})
+}
+
+func newBudgetLimiters(t *testing.T, s *Store) budgetShape {
+	key := randomName("ip-")
+	sh := budgetShape{openMasked: new(atomic.Int64), closedMasked: new(atomic.Int64), rows: []budgetRow{{"ns", key}}, perCall: 1}
+	for _, open := range []bool{true, false} {
+		masked := sh.closedMasked
+		if open {
+			masked = sh.openMasked
+		}
+		lim, err := sluice.New(budgetRules([]string{"ns"}, open)[0], sluice.WithStore(s), countMasked(masked))
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := func(ctx context.Context) (sluice.Decision, error) { return lim.Allow(ctx, key) }
+		if open {
+			sh.open = call
+		} else {
+			sh.closed = call
+		}
+	}
+	return sh
+}
+
+func newBudgetComposites(t *testing.T, s *Store) budgetShape {
+	names := []string{"ns", "ns-user", "ns-global"}
+	keys := []string{randomName("ip-"), randomName("user-"), randomName("all-")}
+	sh := budgetShape{openMasked: new(atomic.Int64), closedMasked: new(atomic.Int64), perCall: 3}
+	for i := range names {
+		sh.rows = append(sh.rows, budgetRow{names[i], keys[i]})
+	}
+	for _, open := range []bool{true, false} {
+		masked := sh.closedMasked
+		if open {
+			masked = sh.openMasked
+		}
+		comp, err := sluice.NewComposite(budgetRules(names, open), sluice.WithStore(s), countMasked(masked))
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := func(ctx context.Context) (sluice.Decision, error) { return comp.AllowN(ctx, 1, keys...) }
+		if open {
+			sh.open = call
+		} else {
+			sh.closed = call
+		}
+	}
+	return sh
+}
+
+// TestBudgetUnderRowLock holds the row of a Limiter's (or a Composite's
+// first rule's) key with SELECT … FOR UPDATE in another transaction. While
+// it is held, 100 calls of each rule, with a 10 ms caller deadline and with
+// none, are answered by the failure policy within the default budget plus
+// 5 ms: fail-open allows, fail-closed denies with a typed error, and the
+// observer sees every masked failure. Once the lock is released the same
+// Limiter or Composite decides from the store again, and every row shows
+// exactly the units the store-decided calls took: no call that ran out of
+// budget was applied later.
+func TestBudgetUnderRowLock(t *testing.T) {
+	s, pool := newStore(t)
+	for name, build := range map[string]func(*testing.T, *Store) budgetShape{
+		"limiter":   newBudgetLimiters,
+		"composite": newBudgetComposites,
+	} {
+		t.Run("shape="+name, func(t *testing.T) {
+			sh := build(t, s)
+			// Seed every row with one unit taken, through the store with
+			// its default timeout, so that the count below does not
+			// depend on how a 5 ms budget fares on a loaded machine.
+			for _, row := range sh.rows {
+				if _, err := s.Apply(t.Context(), budgetCheck(row, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			release := holdLock(t, pool, s, sh.rows[0].key)
+
+			const calls = 100
+			bound := sluiceDefaultBudget + budgetSlack
+			for _, policy := range []struct {
+				name   string
+				open   bool
+				call   decider
+				masked *atomic.Int64
+			}{{"fail-open", true, sh.open, sh.openMasked}, {"fail-closed", false, sh.closed, sh.closedMasked}} {
+				for _, deadline := range []time.Duration{10 * time.Millisecond, 0} {
+					masked0 := policy.masked.Load()
+					took := make([]time.Duration, 0, calls)
+					wake := make([]time.Duration, 0, calls)
+					classes := map[string]int{}
+					for i := range calls {
+						ctx, cancel := t.Context(), context.CancelFunc(func() {})
+						if deadline > 0 {
+							ctx, cancel = context.WithTimeout(ctx, deadline)
+						}
+						start := time.Now()
+						d, err := policy.call(ctx)
+						elapsed := time.Since(start)
+						cancel()
+						took = append(took, elapsed)
+						wake = append(wake, wakeUpDelay())
+						if elapsed > bound {
+							t.Errorf("%s, deadline %s, call %d: answered after %s, want at most budget %s + %s", policy.name, deadline, i, elapsed, sluiceDefaultBudget, budgetSlack)
+						}
+						if !d.ByPolicy || d.Allowed != policy.open {
+							t.Errorf("%s, deadline %s, call %d: %+v (err %v), want a policy decision with Allowed %v", policy.name, deadline, i, d, err, policy.open)
+						}
+						switch {
+						case policy.open && err != nil:
+							t.Errorf("%s, deadline %s, call %d: error %v, want nil", policy.name, deadline, i, err)
+						case !policy.open && !errors.Is(err, sluice.ErrUnavailable) && !errors.Is(err, sluice.ErrUnknownOutcome):
+							t.Errorf("%s, deadline %s, call %d: error %v, want ErrUnavailable or ErrUnknownOutcome", policy.name, deadline, i, err)
+						case !policy.open:
+							classes[errorClass(err)]++
+						}
+					}
+					if n := policy.masked.Load() - masked0; n != calls*sh.perCall {
+						t.Errorf("%s, deadline %s: the observer saw %d masked failures, want %d", policy.name, deadline, n, calls*sh.perCall)
+					}
+					logLatencies(t, policy.name, deadline, took, wake, bound, classes)
+				}
+			}
+
+			release()
+			// The calls that ran out of budget never sent COMMIT; give any
+			// backend still behind the released lock its server-side
+			// timeouts (shorter than the 10 ms deadlines) before counting.
+			time.Sleep(100 * time.Millisecond)
+			for _, row := range sh.rows {
+				o, err := s.Apply(t.Context(), budgetCheck(row, 0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if used := budgetBurst - o.Remaining; used != 1 {
+					t.Errorf("row %s/%s: %d units taken, want 1 (the seed): a call past its budget was applied", row.ns, row.key, used)
+				}
+			}
+			for name, call := range map[string]decider{"fail-open": sh.open, "fail-closed": sh.closed} {
+				waitForStore(t, name+" after the lock is released", call)
+			}
+		})
+	}
+}
+
+// budgetCheck takes cost units of row's key under the rules' limit.
+func budgetCheck(row budgetRow, cost int64) ratelimit.Check {
+	return ratelimit.Check{Namespace: row.ns, Key: row.key, Algorithm: windowAlg{}, Limit: hourly(budgetBurst), Cost: cost}
+}
+
+// errorClass names what ended a failed call: the server's lock_timeout or
+// statement_timeout, no connection free within the budget, or the
+// client's deadline during the transaction.
+func errorClass(err error) string {
+	var pgErr *pgconn.PgError
+	switch {
+	case strings.Contains(err.Error(), "acquire connection"):
+		return "no connection"
+	case strings.Contains(err.Error(), "prepare statements"):
+		return "prepare"
+	case strings.Contains(err.Error(), "less than the lock margin"):
+		return "refused, too little time left"
+	case errors.As(err, &pgErr) && pgErr.Code == codeLockNotAvailable:
+		return "lock_timeout"
+	case errors.As(err, &pgErr) && pgErr.Code == codeQueryCanceled:
+		return "statement_timeout"
+	case errors.As(err, &pgErr):
+		return "server " + pgErr.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return "client deadline"
+	}
+	return "other"
+}
+
+// waitForStore calls call until the store, not the failure policy,
+// decides (for at most 10 s), failing t otherwise.
+func waitForStore(t *testing.T, what string, call decider) {
+	t.Helper()
+	var (
+		d   sluice.Decision
+		err error
+	)
+	for range 1000 {
+		d, err = call(t.Context())
+		if err == nil && !d.ByPolicy {
+			if !d.Allowed {
+				t.Fatalf("%s: the store denied (%+v); the limit should not run out", what, d)
+			}
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: the store did not decide within 10 s: last %+v, %v", what, d, err)
+}
+
+// wakeUpDelay measures how late this machine wakes a goroutine from a
+// 1 ms sleep: the scheduling delay that no budget can remove, logged
+// beside each call's latency so that a call over its bound can be told
+// apart from a loaded machine.
+func wakeUpDelay() time.Duration {
+	start := time.Now()
+	time.Sleep(time.Millisecond)
+	return time.Since(start) - time.Millisecond
+}
+
+// logLatencies reports the median and the largest latency of a batch of
+// calls, and the same for the wake-up delays measured between them.
+func logLatencies(t *testing.T, policy string, deadline time.Duration, took, wake []time.Duration, bound time.Duration, classes map[string]int) {
+	t.Helper()
+	slices.Sort(took)
+	slices.Sort(wake)
+	over := 0
+	for _, d := range took {
+		if d > bound {
+			over++
+		}
+	}
+	dl := "none"
+	if deadline > 0 {
+		dl = deadline.String()
+	}
+	t.Logf("%s, deadline %s: %d calls, p50 %s, max %s, %d over the bound %s; errors %v; 1 ms sleep woke late by p50 %s, max %s",
+		policy, dl, len(took), took[len(took)/2].Round(time.Microsecond), took[len(took)-1].Round(time.Microsecond), over, bound, classes,
+		wake[len(wake)/2].Round(time.Microsecond), wake[len(wake)-1].Round(time.Microsecond))
+}
