@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -shuffle=on -count=1
 LINT := GOWORK=off go tool -modfile=$(CURDIR)/tools/go.mod golangci-lint
 BENCHSTAT := GOWORK=off go tool -modfile=$(CURDIR)/tools/go.mod benchstat
 
-.PHONY: help fmt lint vet tidy check-deps test test-modules conformance bench ci quickstart
+.PHONY: help fmt lint vet tidy check-deps test test-modules outside conformance bench ci quickstart release
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -42,6 +42,9 @@ test: ## the README's test command: every test of every workspace module
 test-modules: ## build and test each module alone (GOWORK=off)
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && GOWORK=off go build ./... && GOWORK=off go vet ./...); done
 
+outside: ## build, vet and run a scratch module outside the repository through the README's workspace recipe
+	scripts/outside-module.sh
+
 conformance: ## run the conformance suites (algotest, storetest) and the e2e suite on real servers
 	go test $(TEST_FLAGS) github.com/sluicehq/sluice/conformance/...
 
@@ -54,3 +57,7 @@ quickstart: ## run the quickstart on the embedded store
 
 ci: ## what .ci/run does after installing servers
 	bash .ci/run
+
+release: ## tag every importable module: make release VERSION=v0.1.0 (siblings at VERSION, tidy, build, commit; never pushes)
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z"; exit 1; }
+	scripts/release.sh $(VERSION)

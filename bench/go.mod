@@ -7,7 +7,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
-	github.com/sluicehq/sluice/backends/redisstore v0.0.0
+	github.com/sluicehq/sluice/backends/redisstore v0.1.0
 	github.com/ulule/limiter/v3 v3.11.2
 	golang.org/x/time v0.16.0
 )
@@ -23,7 +23,7 @@ require (
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/sluicehq/sluice/backends/pgstore v0.0.0
+	github.com/sluicehq/sluice/backends/pgstore v0.1.0
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
@@ -36,6 +36,6 @@ replace (
 
 replace github.com/sluicehq/sluice/conformance => ../conformance
 
-require github.com/sluicehq/sluice v0.0.0
+require github.com/sluicehq/sluice v0.1.0
 
 replace github.com/sluicehq/sluice => ..

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hashicorp/memberlist v0.7.0
-	github.com/sluicehq/sluice/conformance v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/conformance v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -26,6 +26,6 @@ require (
 
 replace github.com/sluicehq/sluice/conformance => ../conformance
 
-require github.com/sluicehq/sluice v0.0.0
+require github.com/sluicehq/sluice v0.1.0
 
 replace github.com/sluicehq/sluice => ..

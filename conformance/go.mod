@@ -8,6 +8,6 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require github.com/sluicehq/sluice v0.0.0
+require github.com/sluicehq/sluice v0.1.0
 
 replace github.com/sluicehq/sluice => ..

@@ -2,7 +2,7 @@ module github.com/sluicehq/sluice/examples
 
 go 1.26.0
 
-require github.com/sluicehq/sluice/cluster v0.0.0
+require github.com/sluicehq/sluice/cluster v0.1.0
 
 require (
 	github.com/google/btree v1.1.3 // indirect
@@ -25,6 +25,6 @@ replace (
 	github.com/sluicehq/sluice/conformance => ../conformance
 )
 
-require github.com/sluicehq/sluice v0.0.0
+require github.com/sluicehq/sluice v0.1.0
 
 replace github.com/sluicehq/sluice => ..

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice/conformance v0.0.0
+	github.com/sluicehq/sluice/conformance v0.1.0
 )
 
 require (
@@ -17,6 +17,6 @@ require (
 
 replace github.com/sluicehq/sluice/conformance => ../../conformance
 
-require github.com/sluicehq/sluice v0.0.0
+require github.com/sluicehq/sluice v0.1.0
 
 replace github.com/sluicehq/sluice => ../..

@@ -6,10 +6,10 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/moby/moby/api v1.55.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice/backends/pgstore v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/backends/redisstore v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/cluster v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/conformance v0.0.0
+	github.com/sluicehq/sluice/backends/pgstore v0.1.0
+	github.com/sluicehq/sluice/backends/redisstore v0.1.0
+	github.com/sluicehq/sluice/cluster v0.1.0
+	github.com/sluicehq/sluice/conformance v0.1.0
 	github.com/testcontainers/testcontainers-go v0.44.0
 	github.com/testcontainers/testcontainers-go/modules/postgres v0.44.0
 	github.com/testcontainers/testcontainers-go/modules/redis v0.44.0
@@ -93,6 +93,6 @@ replace (
 	github.com/sluicehq/sluice/conformance => ..
 )
 
-require github.com/sluicehq/sluice v0.0.0
+require github.com/sluicehq/sluice v0.1.0
 
 replace github.com/sluicehq/sluice => ../..
