@@ -15,10 +15,6 @@ import (
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
-// sluiceDefaultBudget is sluice's budget for a rule that sets none on a
-// store without ratelimit.Budgeter, which pgstore is.
-const sluiceDefaultBudget = 5 * time.Millisecond
-
 // budgetSlack is how far past its budget a call may return: the bound the
 // failure budget promises (issue 13: "within budget + 5 ms").
 const budgetSlack = 5 * time.Millisecond
@@ -111,8 +107,8 @@ func newBudgetComposites(t *testing.T, s *Store) budgetShape {
 // TestBudgetUnderRowLock holds the row of a Limiter's (or a Composite's
 // first rule's) key with SELECT … FOR UPDATE in another transaction. While
 // it is held, 100 calls of each rule, with a 10 ms caller deadline and with
-// none, are answered by the failure policy within the default budget plus
-// 5 ms: fail-open allows, fail-closed denies with a typed error, and the
+// none, are answered by the failure policy within the default budget
+// (or the deadline, when sooner) plus 5 ms: fail-open allows, fail-closed denies with a typed error, and the
 // observer sees every masked failure. Once the lock is released the same
 // Limiter or Composite decides from the store again, and every row shows
 // exactly the units the store-decided calls took: no call that ran out of
@@ -136,7 +132,7 @@ func TestBudgetUnderRowLock(t *testing.T) {
 			release := holdLock(t, pool, s, sh.rows[0].key)
 
 			const calls = 100
-			bound := sluiceDefaultBudget + budgetSlack
+			budget := s.DefaultBudget()
 			for _, policy := range []struct {
 				name   string
 				open   bool
@@ -144,6 +140,10 @@ func TestBudgetUnderRowLock(t *testing.T) {
 				masked *atomic.Int64
 			}{{"fail-open", true, sh.open, sh.openMasked}, {"fail-closed", false, sh.closed, sh.closedMasked}} {
 				for _, deadline := range []time.Duration{10 * time.Millisecond, 0} {
+					bound := budget + budgetSlack
+					if deadline > 0 {
+						bound = min(budget, deadline) + budgetSlack
+					}
 					masked0 := policy.masked.Load()
 					took := make([]time.Duration, 0, calls)
 					wake := make([]time.Duration, 0, calls)
@@ -160,7 +160,7 @@ func TestBudgetUnderRowLock(t *testing.T) {
 						took = append(took, elapsed)
 						wake = append(wake, wakeUpDelay())
 						if elapsed > bound {
-							t.Errorf("%s, deadline %s, call %d: answered after %s, want at most budget %s + %s", policy.name, deadline, i, elapsed, sluiceDefaultBudget, budgetSlack)
+							t.Errorf("%s, deadline %s, call %d: answered after %s, want at most %s (the budget %s or the deadline, + %s)", policy.name, deadline, i, elapsed, bound, budget, budgetSlack)
 						}
 						if !d.ByPolicy || d.Allowed != policy.open {
 							t.Errorf("%s, deadline %s, call %d: %+v (err %v), want a policy decision with Allowed %v", policy.name, deadline, i, d, err, policy.open)
