@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/keyfmt"
 )
 
 // Harness describes the store under test. Only NewStore is required; every
@@ -259,11 +260,7 @@ func describe(c ratelimit.Check) string {
 	if c.Algorithm != nil {
 		alg = c.Algorithm.Name()
 	}
-	key := c.Key
-	if len(key) > 48 {
-		key = key[:48] + fmt.Sprintf("…(%d bytes)", len(c.Key))
-	}
-	s := fmt.Sprintf("%s ns=%q key=%q alg=%s limit=%s cost=%d", c.Op, c.Namespace, key, alg, c.Limit, c.Cost)
+	s := fmt.Sprintf("%s ns=%s key=%s alg=%s limit=%s cost=%d", c.Op, keyfmt.Quote(c.Namespace), keyfmt.Quote(c.Key), alg, c.Limit, c.Cost)
 	if c.Op == ratelimit.OpReserve {
 		s += fmt.Sprintf(" maxWait=%s", c.MaxWait)
 	}
