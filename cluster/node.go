@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -14,13 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/hashicorp/memberlist"
 
 	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/internal/keyfmt"
+	"github.com/sluicehq/sluice/internal/lockorder"
 )
 
 const (
@@ -636,19 +635,11 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 		}
 		shards[i] = n.shard(checks[i].Namespace, checks[i].Key)
 	}
-	locks := slices.Clone(shards)
-	slices.SortFunc(locks, func(a, b *shard) int {
-		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
-	})
-	locks = slices.Compact(locks)
-	for _, sh := range locks {
-		sh.mu.Lock()
+	locks := make([]*sync.Mutex, len(shards))
+	for i, sh := range shards {
+		locks[i] = &sh.mu
 	}
-	defer func() {
-		for _, sh := range locks {
-			sh.mu.Unlock()
-		}
-	}()
+	defer lockorder.Unlock(lockorder.Lock(locks))
 	now := n.clock.Now()
 	keyOf := make([]int, len(checks))
 	first := ratelimit.DistinctKeys(checks, keyOf, make([]int, 0, len(checks)))

@@ -1,19 +1,17 @@
 package memstore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/internal/keyfmt"
+	"github.com/sluicehq/sluice/internal/lockorder"
 	"github.com/sluicehq/sluice/internal/memhook"
 )
 
@@ -383,19 +381,11 @@ func (m *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 		}
 		shards[i] = m.shard(m.space(checks[i].Namespace, true), checks[i].Key)
 	}
-	locks := slices.Clone(shards)
-	slices.SortFunc(locks, func(a, b *memShard) int {
-		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
-	})
-	locks = slices.Compact(locks)
-	for _, sh := range locks {
-		sh.mu.Lock()
+	locks := make([]*sync.Mutex, len(shards))
+	for i, sh := range shards {
+		locks[i] = &sh.mu
 	}
-	defer func() {
-		for _, sh := range locks {
-			sh.mu.Unlock()
-		}
-	}()
+	defer lockorder.Unlock(lockorder.Lock(locks))
 	keyOf := make([]int, len(checks))
 	first := ratelimit.DistinctKeys(checks, keyOf, make([]int, 0, len(checks)))
 	keys := make([]ratelimit.KeyState, len(first))
