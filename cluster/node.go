@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -14,12 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/hashicorp/memberlist"
 
 	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/keyfmt"
+	"github.com/sluicehq/sluice/internal/lockorder"
 )
 
 const (
@@ -425,10 +425,7 @@ func wrapKey(key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if len(key) > 64 {
-		key = key[:64]
-	}
-	return fmt.Errorf("cluster: key %q: %w", key, err)
+	return fmt.Errorf("cluster: key %s: %w", keyfmt.Quote(key), err)
 }
 
 // newLocalRecord creates the record of a key this node has never heard
@@ -638,38 +635,17 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 		}
 		shards[i] = n.shard(checks[i].Namespace, checks[i].Key)
 	}
-	locks := slices.Clone(shards)
-	slices.SortFunc(locks, func(a, b *shard) int {
-		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
-	})
-	locks = slices.Compact(locks)
-	for _, sh := range locks {
-		sh.mu.Lock()
+	locks := make([]*sync.Mutex, len(shards))
+	for i, sh := range shards {
+		locks[i] = &sh.mu
 	}
-	defer func() {
-		for _, sh := range locks {
-			sh.mu.Unlock()
-		}
-	}()
+	defer lockorder.Unlock(lockorder.Lock(locks))
 	now := n.clock.Now()
-	type pending struct {
-		rec   *record
-		state []byte
-		used  int64
-		ttl   time.Duration
-		moved bool
-	}
-	var ps []*pending
-	find := func(r *record) *pending {
-		for _, p := range ps {
-			if p.rec == r {
-				return p
-			}
-		}
-		return nil
-	}
+	keyOf := make([]int, len(checks))
+	first := ratelimit.DistinctKeys(checks, keyOf, make([]int, 0, len(checks)))
+	recs := make([]*record, len(first))
+	keys := make([]ratelimit.KeyState, len(first))
 	var created []*record
-	allowed := true
 	for i := range checks {
 		c := &checks[i]
 		id := nsKey{c.Namespace, c.Key}
@@ -681,24 +657,20 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 		} else if rec.expires <= now && c.Cost > 0 {
 			n.rearm(shards[i], rec, now)
 		}
-		p := find(rec)
-		if p == nil {
-			p = &pending{rec: rec, state: slices.Clone(rec.live(now))}
-			ps = append(ps, p)
+		if j := keyOf[i]; recs[j] == nil {
+			recs[j], keys[j].State = rec, rec.live(now)
 		}
-		o, next, used, err := n.evaluate(rec, c, now, p.state, p.used, nil)
-		if err != nil {
-			n.dropCreated(created)
-			return false, fmt.Errorf("check %d: %w", i, wrapKey(c.Key, err))
-		}
-		out[i] = o
-		if (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && !o.Allowed {
-			allowed = false
-		}
-		if o.Changed {
-			p.state, p.ttl, p.moved = next, o.TTL, true
-		}
-		p.used += used
+	}
+	used := make([]int64, len(first)) // units each key's checks consumed
+	allowed, err := ratelimit.EvaluateAll(checks, now, keyOf, keys, out, func(i int, state, dst []byte) (ratelimit.Outcome, []byte, error) {
+		j := keyOf[i]
+		o, next, u, err := n.evaluate(recs[j], &checks[i], now, state, used[j], dst)
+		used[j] += u
+		return o, next, err
+	})
+	if err != nil {
+		n.dropCreated(created)
+		return false, fmt.Errorf("cluster: %w", err)
 	}
 	if !allowed {
 		// Keep the records created here under their allowance, so that
@@ -715,19 +687,17 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 		return false, nil
 	}
 	for i := range checks {
-		c := &checks[i]
-		rec := shards[i].m[nsKey{c.Namespace, c.Key}]
-		n.adopt(rec, c, now)
+		n.adopt(recs[keyOf[i]], &checks[i], now)
 	}
-	for _, p := range ps {
-		sh := n.shard(p.rec.id.ns, p.rec.id.key)
-		if p.moved {
-			p.rec.setState(p.state, now, p.ttl)
+	for j, rec := range recs {
+		sh := shards[first[j]]
+		if k := &keys[j]; k.Changed {
+			rec.setState(k.State, now, out[k.Last].TTL)
 		}
-		n.consumed(sh, p.rec, p.used)
-		if p.rec.allowN > 1 && slices.Contains(created, p.rec) {
-			p.rec.youngTick, p.rec.youngWall = n.tickNo.Load(), time.Now().UnixNano()
-			sh.young = append(sh.young, p.rec)
+		n.consumed(sh, rec, used[j])
+		if rec.allowN > 1 && slices.Contains(created, rec) {
+			rec.youngTick, rec.youngWall = n.tickNo.Load(), time.Now().UnixNano()
+			sh.young = append(sh.young, rec)
 		}
 	}
 	return true, nil

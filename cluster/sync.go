@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/keyfmt"
 )
 
 // delegate receives memberlist's data callbacks. None of them blocks:
@@ -478,7 +479,7 @@ func (n *Node) netAndCap(cur *comp, rec *record, origin string, delta uint64, si
 	}
 	if amount > capAt {
 		if n.stats.capped.Add(1) <= 10 {
-			n.log.Warn("cluster: implausible counter jump capped", "origin", origin, "key", truncKey(rec.id.key), "delta", delta, "cap", capAt)
+			n.log.Warn("cluster: implausible counter jump capped", "origin", origin, "key", keyfmt.Quote(rec.id.key), "delta", delta, "cap", capAt)
 		}
 		amount = capAt
 	}
@@ -584,7 +585,7 @@ func (n *Node) chargeAt(rec *record, now, amount int64, dst []byte) []byte {
 	}
 	o, out, err := ratelimit.Evaluate(rec.alg, ratelimit.OpCharge, rec.live(now), now, rec.limit, min(amount, ratelimit.MaxCost), 0, dst)
 	if err != nil {
-		n.log.Warn("cluster: charge failed", "key", truncKey(rec.id.key), "err", err)
+		n.log.Warn("cluster: charge failed", "key", keyfmt.Quote(rec.id.key), "err", err)
 		return out[:0]
 	}
 	if o.Changed {
@@ -607,13 +608,6 @@ func (n *Node) refund(sh *shard, rec *record, now, amount int64) {
 	if o.Changed {
 		rec.setState(out, now, o.TTL)
 	}
-}
-
-func truncKey(k string) string {
-	if len(k) > 64 {
-		return k[:64]
-	}
-	return k
 }
 
 // reconnectLoop tries every ReconnectInterval to join failed members

@@ -148,10 +148,7 @@ type keyState struct {
 	expires  int64  // expires_at column as read under the lock, Unix ns
 	found    bool   // the lock statement returned the row
 
-	cur     []byte // working state
-	curAlg  string // algorithm that produced cur (meaningful when len(cur) > 0)
-	dirty   bool   // some check changed the state
-	lastIdx int    // index of the last check on the key
+	curAlg string // algorithm of the working state (meaningful when it is not empty)
 }
 
 // Apply applies c in one transaction. See ratelimit.Store and the package
@@ -196,8 +193,9 @@ func (s *Store) applyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 	defer cancel()
 
 	keys, idx := plan(checks)
+	work := make([]ratelimit.KeyState, len(keys))
 	for attempt := 1; ; attempt++ {
-		allowed, err := s.attempt(ctx, checks, out, keys, idx)
+		allowed, err := s.attempt(ctx, checks, out, keys, work, idx)
 		if err == nil || attempt == maxAttempts || !retryable(err) || ctx.Err() != nil {
 			return allowed, err
 		}

@@ -98,7 +98,7 @@ func (s *Store) release(ctx context.Context, conn *pgxpool.Conn) {
 // attempt runs the transaction once: the read phase (seed, lock, clock)
 // and the write phase (update, commit), one round trip each, after the
 // preparation of the statements when s has not used the connection yet.
-func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, idx []int) (bool, error) {
+func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, work []ratelimit.KeyState, idx []int) (bool, error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return false, err
@@ -124,14 +124,14 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 		now = s.testClock.Now()
 	}
 
-	allowed, err := decide(checks, out, keys, idx, now)
-	if err != nil || !allowed || !anyDirty(keys) {
+	allowed, err := decide(checks, out, keys, work, idx, now)
+	if err != nil || !allowed || !anyChanged(work) {
 		// Nothing to write: end the read-only transaction. Its outcome
 		// does not depend on the rollback, so a failure only costs the
 		// connection (see release).
 		return allowed, err
 	}
-	if err := s.writePhase(ctx, conn.Conn().PgConn(), x, keys, checks, out, now); err != nil {
+	if err := s.writePhase(ctx, conn.Conn().PgConn(), x, keys, work, checks, out, now); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -259,47 +259,43 @@ func (k *keyState) scanLocked(v [][]byte) (int64, error) {
 	return now, nil
 }
 
-// decide evaluates every check in order on the locked rows. It returns
-// whether every take and reserve was allowed.
-func decide(checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, idx []int, now int64) (bool, error) {
-	for i := range keys {
-		k := &keys[i]
-		k.cur, k.curAlg, k.dirty, k.lastIdx = nil, "", false, -1
+// decide evaluates every check in order on the locked rows, leaving in
+// work the state to write of each key, and returns whether every take and
+// reserve was allowed. A check reading state that another algorithm wrote
+// gets ErrCorruptState.
+func decide(checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, work []ratelimit.KeyState, idx []int, now int64) (bool, error) {
+	for j := range keys {
+		k := &keys[j]
+		work[j].State, k.curAlg = nil, ""
 		if len(k.rowState) > 0 && k.expires > now {
-			k.cur, k.curAlg = k.rowState, k.alg
+			work[j].State, k.curAlg = k.rowState, k.alg
 			if string(k.rowAlg) != k.alg {
 				k.curAlg = string(k.rowAlg)
 			}
 		}
 	}
-	allowed := true
-	for i := range checks {
+	allowed, err := ratelimit.EvaluateAll(checks, now, idx, work, out, func(i int, state, dst []byte) (ratelimit.Outcome, []byte, error) {
 		c := &checks[i]
 		k := &keys[idx[i]]
 		name := c.Algorithm.Name()
-		if len(k.cur) > 0 && k.curAlg != name {
-			return false, fmt.Errorf("pgstore: check %d, key %s: %w: state written by algorithm %q, read by %q",
-				i, printable(k.key), ratelimit.ErrCorruptState, k.curAlg, name)
+		if len(state) > 0 && k.curAlg != name {
+			return ratelimit.Outcome{}, dst[:0], fmt.Errorf("%w: state written by algorithm %q, read by %q", ratelimit.ErrCorruptState, k.curAlg, name)
 		}
-		o, next, err := ratelimit.Evaluate(c.Algorithm, c.Op, k.cur, now, c.Limit, c.Cost, c.MaxWait, nil)
-		if err != nil {
-			return false, fmt.Errorf("pgstore: check %d, key %s: %w", i, printable(k.key), err)
+		o, next, err := ratelimit.Evaluate(c.Algorithm, c.Op, state, now, c.Limit, c.Cost, c.MaxWait, dst)
+		if err == nil && o.Changed {
+			k.curAlg = name
 		}
-		out[i] = o
-		if (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && !o.Allowed {
-			allowed = false
-		}
-		if o.Changed {
-			k.cur, k.curAlg, k.dirty = next, name, true
-		}
-		k.lastIdx = i
+		return o, next, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("pgstore: %w", err)
 	}
 	return allowed, nil
 }
 
-func anyDirty(keys []keyState) bool {
-	for i := range keys {
-		if keys[i].dirty {
+func anyChanged(work []ratelimit.KeyState) bool {
+	for j := range work {
+		if work[j].Changed {
 			return true
 		}
 	}
@@ -313,7 +309,7 @@ func anyDirty(keys []keyState) bool {
 // the server's timeouts, so refreshing statement_timeout here would cost a
 // statement and change no outcome. It is refused, with nothing sent, when
 // less than the lock margin is left.
-func (s *Store) writePhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, checks []ratelimit.Check, out []ratelimit.Outcome, now int64) error {
+func (s *Store) writePhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, work []ratelimit.KeyState, checks []ratelimit.Check, out []ratelimit.Outcome, now int64) error {
 	if _, err := s.timeouts(ctx); err != nil {
 		return err // nothing sent: the open transaction is rolled back
 	}
@@ -321,19 +317,19 @@ func (s *Store) writePhase(ctx context.Context, pc *pgconn.PgConn, x sender, key
 	var params [5][]byte
 	var expBuf [8]byte
 	sent := 0
-	for i := range keys {
-		k := &keys[i]
-		if !k.dirty {
+	for j := range keys {
+		k, w := &keys[j], &work[j]
+		if !w.Changed {
 			continue
 		}
-		state, expires := k.cur, expiry(now, out[k.lastIdx].TTL).UnixNano()
-		if len(state) == 0 || out[k.lastIdx].TTL <= 0 {
+		state, expires := w.State, expiry(now, out[w.Last].TTL).UnixNano()
+		if len(state) == 0 || out[w.Last].TTL <= 0 {
 			// The state may be dropped: mark the row empty and expired
 			// rather than deleting it, so concurrent callers that already
 			// seeded it find it; the sweeper removes it.
 			state, expires = []byte{}, now
 		}
-		params[0], params[1], params[2] = k.ns, k.key, []byte(checks[k.lastIdx].Algorithm.Name())
+		params[0], params[1], params[2] = k.ns, k.key, []byte(checks[w.Last].Algorithm.Name())
 		params[3], params[4] = state, appendTimestamptz(expBuf[:0], expires)
 		x.send(stmtUpdate, params[:5], allBinary, allText)
 		sent++
@@ -380,14 +376,4 @@ func expiry(now int64, ttl time.Duration) time.Time {
 		at += int64(time.Microsecond) - r
 	}
 	return time.Unix(0, at)
-}
-
-// printable renders a key for an error message without dumping arbitrary
-// bytes.
-func printable(key []byte) string {
-	const limit = 64
-	if len(key) > limit {
-		key = key[:limit]
-	}
-	return fmt.Sprintf("%q", key)
 }

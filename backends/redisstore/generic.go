@@ -21,21 +21,14 @@ import (
 // the read: the snapshot was consistent, so the decision is linearizable
 // at the moment of the read.
 func (s *Store) applyGeneric(ctx context.Context, checks []ratelimit.Check, keys []string, out []ratelimit.Outcome) (bool, error) {
-	// Distinct keys, in order of first appearance; idx maps a check to one.
-	uniq := make([]string, 0, len(keys))
-	idx := make([]int, len(keys))
-	for i, k := range keys {
-		idx[i] = -1
-		for j, u := range uniq {
-			if u == k {
-				idx[i] = j
-				break
-			}
-		}
-		if idx[i] < 0 {
-			idx[i] = len(uniq)
-			uniq = append(uniq, k)
-		}
+	// Distinct keys, in order of first appearance; keyOf maps a check to
+	// one. Redis keys are injective in (namespace, key), so grouping the
+	// checks groups the keys.
+	keyOf := make([]int, len(checks))
+	first := ratelimit.DistinctKeys(checks, keyOf, make([]int, 0, len(checks)))
+	uniq := make([]string, len(first))
+	for j, i := range first {
+		uniq[j] = keys[i]
 	}
 	reply, err := s.run(ctx, readScript, uniq, nil)
 	if err != nil {
@@ -48,22 +41,26 @@ func (s *Store) applyGeneric(ctx context.Context, checks []ratelimit.Check, keys
 	if s.cfg.clock != nil {
 		now = s.cfg.clock.Now()
 	}
-	cur := make([][]byte, len(uniq))
-	last := make([]int, len(uniq)) // index of the last check on each key
-	changed := make([]bool, len(uniq))
+	work := make([]ratelimit.KeyState, len(uniq))
 	args := make([]any, 3*len(uniq))
 	for attempt := 1; ; attempt++ {
-		allowed, write, err := decideAll(checks, idx, now, states, cur, last, changed, out)
+		for j := range work {
+			work[j].State = []byte(states[j])
+		}
+		allowed, err := ratelimit.EvaluateAll(checks, now, keyOf, work, out, nil)
 		if err != nil || !allowed {
 			return false, err
 		}
+		write := false
+		for j := range uniq {
+			k := &work[j]
+			write = write || k.Changed
+			args[3*j] = states[j]
+			args[3*j+1] = k.State
+			args[3*j+2] = s.expiry(k.Changed, out[k.Last].TTL, k.State)
+		}
 		if !write {
 			return true, nil
-		}
-		for j := range uniq {
-			args[3*j] = states[j]
-			args[3*j+1] = cur[j]
-			args[3*j+2] = s.expiry(changed[j], out[last[j]].TTL, cur[j])
 		}
 		reply, err := s.run(ctx, casScript, uniq, args)
 		if err != nil {
@@ -87,37 +84,6 @@ func (s *Store) applyGeneric(ctx context.Context, checks []ratelimit.Check, keys
 			return false, fmt.Errorf("%w: redisstore: %w", ratelimit.ErrUnavailable, err)
 		}
 	}
-}
-
-// decideAll evaluates checks in order on the snapshot states, leaving each
-// key's final state in cur and the index of the last check on it in last.
-// It reports whether every OpTake and OpReserve check was allowed and
-// whether any state must be written.
-func decideAll(checks []ratelimit.Check, idx []int, now int64, states []string, cur [][]byte, last []int, changed []bool, out []ratelimit.Outcome) (allowed, write bool, err error) {
-	for j := range cur {
-		cur[j] = []byte(states[j])
-		changed[j] = false
-	}
-	allowed = true
-	for i := range checks {
-		c := &checks[i]
-		j := idx[i]
-		o, next, err := ratelimit.Evaluate(c.Algorithm, c.Op, cur[j], now, c.Limit, c.Cost, c.MaxWait, nil)
-		if err != nil {
-			return false, false, fmt.Errorf("check %d, key %q: %w", i, truncate(c.Key), err)
-		}
-		out[i] = o
-		if (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && !o.Allowed {
-			allowed = false
-		}
-		if o.Changed {
-			cur[j] = next
-			changed[j] = true
-			write = true
-		}
-		last[j] = i
-	}
-	return allowed, write, nil
 }
 
 // expiry returns the CAS script's expiry argument for a distinct key: ""
@@ -219,12 +185,4 @@ func toInt(v any) (int64, error) {
 // it did is unknown.
 func unexpected(reply any) error {
 	return fmt.Errorf("%w: redisstore: unexpected reply %T", ratelimit.ErrUnknownOutcome, reply)
-}
-
-// truncate shortens a key for an error message.
-func truncate(key string) string {
-	if len(key) > 64 {
-		return key[:64] + "…"
-	}
-	return key
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/keyfmt"
 )
 
 // defaultCallTimeout is the deadline of each store call when
@@ -107,7 +108,7 @@ func (g *guarded) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []
 
 // Reset runs Store.Reset through guard.
 func (g *guarded) Reset(ctx context.Context, namespace, key string) error {
-	_, err := guard(ctx, g, func() string { return fmt.Sprintf("Reset(ns=%q key=%q)", namespace, shortKey(key)) },
+	_, err := guard(ctx, g, func() string { return fmt.Sprintf("Reset(ns=%s key=%s)", keyfmt.Quote(namespace), keyfmt.Quote(key)) },
 		func(ctx context.Context) (struct{}, error) { return struct{}{}, g.st.Reset(ctx, namespace, key) })
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/keyfmt"
 )
 
 // Harness describes the store under test. Only NewStore is required; every
@@ -303,19 +304,11 @@ func describe(c ratelimit.Check) string {
 	if c.Algorithm != nil {
 		alg = c.Algorithm.Name()
 	}
-	s := fmt.Sprintf("%s ns=%q key=%q alg=%s limit=%s cost=%d", c.Op, shortKey(c.Namespace), shortKey(c.Key), alg, c.Limit, c.Cost)
+	s := fmt.Sprintf("%s ns=%s key=%s alg=%s limit=%s cost=%d", c.Op, keyfmt.Quote(c.Namespace), keyfmt.Quote(c.Key), alg, c.Limit, c.Cost)
 	if c.Op == ratelimit.OpReserve {
 		s += fmt.Sprintf(" maxWait=%s", c.MaxWait)
 	}
 	return s
-}
-
-// shortKey shortens a key or namespace for messages.
-func shortKey(key string) string {
-	if len(key) > 48 {
-		return key[:48] + fmt.Sprintf("…(%d bytes)", len(key))
-	}
-	return key
 }
 
 // typedStoreErr reports whether err is one of the errors a store may

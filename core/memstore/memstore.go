@@ -1,19 +1,17 @@
 package memstore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/internal/keyfmt"
+	"github.com/sluicehq/sluice/internal/lockorder"
 	"github.com/sluicehq/sluice/internal/memhook"
 )
 
@@ -286,9 +284,9 @@ func (m *Store) cutoff(now int64) int64 {
 
 // store records the new state of key, or drops it when its TTL is over.
 // Inserts reclaim entries that expired before cutoff.
-func (sh *memShard) store(key string, now, cutoff int64, o ratelimit.Outcome, state []byte) {
+func (sh *memShard) store(key string, now, cutoff int64, ttl time.Duration, state []byte) {
 	i, exists := sh.index[key]
-	sh.storeSlot(key, i, exists, now, cutoff, o.TTL, state)
+	sh.storeSlot(key, i, exists, now, cutoff, ttl, state)
 }
 
 // storeSlot is store for a key already looked up: slot i if exists.
@@ -383,80 +381,30 @@ func (m *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 		}
 		shards[i] = m.shard(m.space(checks[i].Namespace, true), checks[i].Key)
 	}
-	locks := slices.Clone(shards)
-	slices.SortFunc(locks, func(a, b *memShard) int {
-		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
-	})
-	locks = slices.Compact(locks)
-	for _, sh := range locks {
-		sh.mu.Lock()
+	locks := make([]*sync.Mutex, len(shards))
+	for i, sh := range shards {
+		locks[i] = &sh.mu
 	}
-	defer func() {
-		for _, sh := range locks {
-			sh.mu.Unlock()
-		}
-	}()
+	defer lockorder.Unlock(lockorder.Lock(locks))
+	keyOf := make([]int, len(checks))
+	first := ratelimit.DistinctKeys(checks, keyOf, make([]int, 0, len(checks)))
+	keys := make([]ratelimit.KeyState, len(first))
 	now := m.clock.Now()
-	type pending struct {
-		ns, key string
-		state   []byte
-		written bool
+	for j, i := range first {
+		keys[j].State = shards[i].load(checks[i].Key, now, nil)
 	}
-	states := make([]pending, 0, len(checks))
-	find := func(ns, key string) int {
-		for i := range states {
-			if states[i].ns == ns && states[i].key == key {
-				return i
-			}
-		}
-		return -1
+	allowed, err := ratelimit.EvaluateAll(checks, now, keyOf, keys, out, nil)
+	if err != nil || !allowed {
+		return false, err
 	}
-	allowed := true
-	for i, c := range checks {
-		j := find(c.Namespace, c.Key)
-		var cur []byte
-		if j >= 0 {
-			cur = states[j].state
-		} else {
-			cur = shards[i].load(c.Key, now, nil)
+	cutoff := m.cutoff(now)
+	for j, i := range first {
+		if k := &keys[j]; k.Changed {
+			shards[i].store(checks[i].Key, now, cutoff, out[k.Last].TTL, k.State)
 		}
-		o, next, err := ratelimit.Evaluate(c.Algorithm, c.Op, cur, now, c.Limit, c.Cost, c.MaxWait, nil)
-		if err != nil {
-			return false, fmt.Errorf("check %d, key %s: %w", i, keyfmt.Quote(c.Key), err)
-		}
-		out[i] = o
-		if (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && !o.Allowed {
-			allowed = false
-		}
-		if !o.Changed {
-			next = cur
-		}
-		if j >= 0 {
-			states[j].state = next
-		} else {
-			states = append(states, pending{ns: c.Namespace, key: c.Key, state: next})
-		}
-	}
-	if !allowed {
-		return false, nil
-	}
-	// Commit the final state of every distinct key with the TTL of the
-	// last check that touched it.
-	for i := len(checks) - 1; i >= 0; i-- {
-		c := checks[i]
-		j := find(c.Namespace, c.Key)
-		if states[j].written {
-			continue
-		}
-		if out[i].Changed || !sameState(shards[i].load(c.Key, now, nil), states[j].state) {
-			shards[i].store(c.Key, now, m.cutoff(now), out[i], states[j].state)
-		}
-		states[j].written = true
 	}
 	return true, nil
 }
-
-func sameState(a, b []byte) bool { return string(a) == string(b) }
 
 // Reset deletes the state of key in namespace.
 func (m *Store) Reset(ctx context.Context, namespace, key string) error {

@@ -349,3 +349,27 @@ func TestMemoryStoreReclaimGrace(t *testing.T) {
 		t.Fatalf("negative grace: %v, want ErrInvalidOption", err)
 	}
 }
+
+// BenchmarkMemoryStoreApplyAll measures a composite as a Composite sends
+// it: a per-user and a global rule, each on its own namespace, plus a
+// second check on the user's key.
+func BenchmarkMemoryStoreApplyAll(b *testing.B) {
+	s, err := memstore.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := ratelimit.Every(time.Nanosecond, 1<<40)
+	checks := []ratelimit.Check{
+		{Namespace: "user", Key: "alice", Algorithm: gcra.New(), Limit: l, Cost: 1},
+		{Namespace: "global", Key: "all", Algorithm: gcra.New(), Limit: l, Cost: 1},
+		{Namespace: "user", Key: "alice", Algorithm: gcra.New(), Limit: l, Cost: 1},
+	}
+	out := make([]ratelimit.Outcome, len(checks))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if ok, err := s.ApplyAll(ctx, checks, out); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+}
