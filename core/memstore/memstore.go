@@ -109,7 +109,7 @@ func WithReclaimGrace(d time.Duration) Option {
 	})
 }
 
-// NewStore returns an empty Store.
+// New returns an empty Store.
 func New(opts ...Option) (*Store, error) {
 	m := &Store{clock: ratelimit.SystemClock{}, seed: maphash.MakeSeed(), grace: int64(DefaultReclaimGrace)}
 	for _, o := range opts {
