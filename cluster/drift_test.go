@@ -106,7 +106,7 @@ type testCluster struct {
 	nodes      []*Node
 	transports []*dropTransport
 	// detected is how long after a partition's cut the last node saw the
-	// other side fail: the measured F of the package documentation.
+	// other side fail: the measured F of docs/cluster.md.
 	detected time.Duration
 }
 

@@ -131,7 +131,7 @@ func faultCases(size int) []*driftCase {
 // (from 20 s to 40 s in the soak). Failed members are held in N_ref for
 // longer than the partition, so each side refills at r·|side|/size once it
 // has detected the cut. Until detection (F, measured
-// here and bounded in the package doc) both sides admit the full rate: the
+// here and bounded in docs/cluster.md) both sides admit the full rate: the
 // documented partition excess is (p−1)·r·F.
 func partitionCase(size int) *driftCase {
 	cutAt := func(d time.Duration) (time.Duration, time.Duration) {
@@ -140,8 +140,8 @@ func partitionCase(size int) *driftCase {
 		}
 		return 3 * time.Second, 12 * time.Second
 	}
-	// maxDetect bounds the measured F by the cut's length. The package
-	// doc's bound is 5.6 s for N = 5 and 4.8 s for N = 3 while memberlist's
+	// maxDetect bounds the measured F by the cut's length. The bound of
+	// docs/cluster.md is 5.6 s for N = 5 and 4.8 s for N = 3 while memberlist's
 	// health multiplier a is 1, but a side of one backs off (a up to 8)
 	// and a starved machine adds its delays: 6.5 s was measured.
 	const maxDetect = 9 * time.Second
@@ -217,7 +217,7 @@ func partitionCase(size int) *driftCase {
 			f := cl.detected
 			cl.mu.Unlock()
 			// F is memberlist's failure detection across the cut (see
-			// maxDetect and the package doc).
+			// maxDetect and docs/cluster.md).
 			t.Logf("F = %s (every node saw the cut)", f)
 			if f > maxDetect {
 				t.Errorf("the cut took %s to detect, over %s", f, maxDetect)

@@ -37,7 +37,7 @@ func (c *countingConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// TestRoundTrips checks the round trips the package documentation states,
+// TestRoundTrips checks the round trips docs/postgres.md states,
 // counted as writes on the socket: one to prepare the decision path's
 // statements on a new connection, then 2 per decision whether it writes or
 // not and for a composite too, 1 per Reset and per sweep batch.

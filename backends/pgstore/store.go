@@ -49,9 +49,9 @@ var errVanished = errors.New("row deleted between seeding and locking")
 // Store is a ratelimit.Store that keeps one row of state per
 // (namespace, key) in a PostgreSQL table and applies every check in one
 // transaction that locks the rows it reads, so decisions are exact across
-// any number of processes sharing the database. See the package
-// documentation for the transaction, its round trips, timeouts and error
-// classes.
+// any number of processes sharing the database. The package
+// documentation states its error classes; docs/postgres.md derives the
+// transaction, its round trips and timeouts.
 //
 // A Store is safe for concurrent use. Create one with New, create its table
 // with Migrate (or the SQL of SchemaSQL), and Close it before closing the

@@ -45,5 +45,9 @@
 //     ValidateLimit and by ratelimit.Check.Validate alike. Generated
 //     sequences use only the limits the algorithm accepts.
 //
-// Subtests are named after these groups, so a failure says what broke.
+// Subtests are named after these groups, so a failure says what broke; it
+// prints the shrunk sequence and a -rapid.seed to replay it. WithLimits
+// replaces the limits sequences are drawn under (DefaultLimits). The
+// rules come from ratelimit.Algorithm; docs/contract.md explains them:
+// https://github.com/sluicehq/sluice/blob/main/docs/contract.md
 package algotest

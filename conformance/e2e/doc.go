@@ -1,7 +1,8 @@
 // Package e2e runs the conformance suite on every in-repo store against
 // real servers: Redis, a Redis Cluster and PostgreSQL found or started by
 // package testenv (environment addresses, testcontainers-go, or child
-// processes), and the gossip cluster in process.
+// processes), the memory store, and the gossip cluster in process. The
+// package has no non-test code.
 //
 // It is its own module so that testcontainers-go and the server clients
 // stay out of every other module's dependencies. Run it from the

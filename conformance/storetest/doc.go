@@ -43,4 +43,8 @@
 // outcomes at fixed instants (see [Clock]); otherwise the suite uses limits
 // whose refill is negligible for the duration of the test, so admission
 // and remaining counts are exact whatever the server's time.
+//
+// What each subtest's failure means, and its usual cause, is tabled in
+// docs/contract.md:
+// https://github.com/sluicehq/sluice/blob/main/docs/contract.md#proving-it
 package storetest

@@ -20,6 +20,8 @@
 //     slot (about 25 bytes), a 40-byte slab entry and its key bytes.
 //   - The clock is ratelimit.SystemClock unless WithClock injects another
 //     (tests).
+//   - No I/O: it reports a default budget of 0 (ratelimit.Budgeter), so a
+//     Limiter sets no deadline on its calls.
 //
 // Errors wrap the ratelimit sentinels: invalid input (nothing changed),
 // ratelimit.ErrCorruptState, ratelimit.ErrUnsupported and, after Close,

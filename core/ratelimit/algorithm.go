@@ -76,7 +76,7 @@ type Outcome struct {
 // Reserver is an optional Algorithm capability: take cost units now even if
 // they are not yet available, by going into debt of at most maxWait, and
 // report in Outcome.Delay how long the caller must wait before acting. It
-// is what Limiter.Reserve and Limiter.Wait use; a leaky bucket used this way
+// is what sluice.Limiter.ReserveN and WaitN use; a leaky bucket used this way
 // is a queue that delays instead of dropping.
 //
 // When the delay would exceed maxWait, Reserve changes nothing and returns

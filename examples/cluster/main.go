@@ -1,7 +1,9 @@
 // Command cluster runs three gossip-synced rate-limiter nodes on loopback
 // ports in one process, drives load on each, and prints a live table of
 // what each node admitted, the total, and the exact limit the total must
-// track: B + r·t for one global limit of r per second and burst B.
+// track: B + r·t for one global limit of r per second and burst B. How
+// far the total may stray from it is the bound package cluster states
+// (derived in docs/cluster.md).
 //
 //	go run ./cluster
 //
