@@ -235,10 +235,10 @@ func WithCASAttempts(n int) Option {
 	})
 }
 
-// WithoutNativeScripts makes the store use the generic path (read, decide
-// in Go, compare-and-set) for every algorithm, even those with a Lua
-// program. It exists for comparison and tests; the native path is faster.
-func WithoutNativeScripts() Option {
+// withoutNativeScripts makes the store use the generic path (read, decide
+// in Go, compare-and-set) for every algorithm, so tests and benchmarks can
+// compare it with the native scripts.
+func withoutNativeScripts() Option {
 	return optionFunc(func(c *config) error {
 		c.native = false
 		return nil
@@ -271,14 +271,12 @@ func WithEvictionCheck(logf func(format string, args ...any)) Option {
 	})
 }
 
-// WithTestClock makes the store take "now" from clock instead of the Redis
+// withTestClock makes the store take "now" from clock instead of the Redis
 // server's TIME: the native scripts receive it as arguments and the
-// generic path decides with it. It is meant for tests only (conformance
-// suites that compare outcomes at fixed instants, differential tests of
-// the Lua programs): in production each process would impose its own
-// clock on shared state, and the server's single clock is what keeps
-// several processes consistent. Redis still expires keys on its own clock.
-func WithTestClock(clock ratelimit.Clock) Option {
+// generic path decides with it. Tests use it to compare outcomes at fixed
+// instants; in production the server's single clock is what keeps several
+// processes consistent. Redis still expires keys on its own clock.
+func withTestClock(clock ratelimit.Clock) Option {
 	return optionFunc(func(c *config) error {
 		if clock == nil {
 			return fmt.Errorf("%w: redisstore: nil clock", ratelimit.ErrInvalidOption)
