@@ -36,6 +36,7 @@ func TestKeyLayout(t *testing.T) {
 		name, ns, key, plain, tagged string
 	}{
 		{"rule and key", "minute", "user7", "rl:minute:user7", "rl:{pFg}:minute:user7"},
+		{"package doc example", "login", "user:42", "rl:login:user:42", "rl:{mYg}:login:user:42"},
 		{"same key, other rule, same tag", "day", "user7", "rl:day:user7", "rl:{pFg}:day:user7"},
 		{"tag from braces in the key", "api", "{tenant1}:ip:10.0.0.1", "rl:api:{tenant1}:ip:10.0.0.1", "rl:{xF9}:api:{tenant1}:ip:10.0.0.1"},
 		{"colon in the rule is escaped", "a:b", "c", "rl:a%3Ab:c", "rl:{dwk}:a%3Ab:c"},
