@@ -162,10 +162,10 @@ func BenchmarkRedisComposite(b *testing.B) {
 // Redis rounds every allocation up to a jemalloc size class, so the figure
 // moves in 16-byte steps as keys lengthen (a Redis key of up to 30 bytes
 // costs 32, of 31 to 44 bytes 48, of 45 to 60 bytes 64): on this single
-// server Sluice's key adds 5 bytes to the caller's (prefix "rl:", a length
-// byte, rule name "b"), as redis_rate's "rate:" does; on a Cluster its hash
-// tag adds 5 more, so which size class a key falls in depends on its
-// length. Run with -benchtime=1x.
+// server Sluice's key "rl:b:" + key adds 5 bytes to the caller's, as
+// redis_rate's "rate:" does; on a Cluster its hash tag "{abc}:" adds 6
+// more, so which size class a key falls in depends on its length. Run with
+// -benchtime=1x.
 func BenchmarkRedisMemoryPerKey(b *testing.B) {
 	c := redisClient(b)
 	const n = 1_000_000
@@ -173,7 +173,7 @@ func BenchmarkRedisMemoryPerKey(b *testing.B) {
 	impls := []redisImpl{
 		{"sluice-gcra", func(b *testing.B, c *redis.Client) taker { return strictRedis(b, c, gcra.New(), strict) }},
 		{"sluice-tokenbucket", func(b *testing.B, c *redis.Client) taker { return strictRedis(b, c, tokenbucket.New(), strict) }},
-		// The layout a Cluster gets: a 5-byte hash tag more per key.
+		// The layout a Cluster gets: a 6-byte hash tag more per key.
 		{"sluice-gcra-tagged", func(b *testing.B, c *redis.Client) taker {
 			return strictRedis(b, c, gcra.New(), strict, redisstore.WithHashTag(redisstore.DefaultTag))
 		}},

@@ -32,6 +32,10 @@ func startCluster(t *testing.T) (*server, *redis.ClusterClient) {
 	return srv, newClusterClient(t, srv.addr())
 }
 
+// processOnly hides the type of a client, so the store cannot tell what
+// it talks to.
+type processOnly struct{ redisstore.Client }
+
 // newClusterClient returns a ClusterClient configured as the store
 // requires, closed when the test ends.
 func newClusterClient(t *testing.T, addr string) *redis.ClusterClient {
@@ -49,7 +53,8 @@ func newClusterClient(t *testing.T, addr string) *redis.ClusterClient {
 func TestCluster(t *testing.T) {
 	srv, cc := startCluster(t)
 	ctx := t.Context()
-	st, err := redisstore.New(cc, redisstore.WithPrefix(randomPrefix(t)))
+	prefix := randomPrefix(t)
+	st, err := redisstore.New(cc, redisstore.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +79,44 @@ func TestCluster(t *testing.T) {
 			if got := redisstore.KeySlot(string(b)); int64(got) != want {
 				t.Fatalf("slot of %q = %d, CLUSTER KEYSLOT says %d", b, got, want)
 			}
+		}
+	})
+	t.Run("every key has its tag's slot", func(t *testing.T) {
+		admin := newClient(t, srv.addr())
+		r := rand.New(rand.NewPCG(rand.Uint64(), 4))
+		for range 100 {
+			ns, key := make([]byte, r.IntN(12)), make([]byte, 1+r.IntN(40))
+			const alphabet = "{}:% ab\x00\xff"
+			for _, b := range [][]byte{ns, key} {
+				for j := range b {
+					b[j] = alphabet[r.IntN(len(alphabet))]
+				}
+			}
+			rk := st.RedisKey(string(ns), string(key))
+			tag := rk[len(prefix)+1 : len(prefix)+1+redisstore.TagLen]
+			want, err := admin.ClusterKeySlot(ctx, tag).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := admin.ClusterKeySlot(ctx, rk).Result(); err != nil || got != want {
+				t.Fatalf("CLUSTER KEYSLOT %q = %d, %v; its tag %q has slot %d", rk, got, err, tag, want)
+			}
+		}
+	})
+	t.Run("CROSSSLOT reply is ErrCrossSlot", func(t *testing.T) {
+		// A client the store cannot identify, without tags: the store sends
+		// the composite and the server refuses it.
+		opaque, err := redisstore.New(processOnly{cc}, redisstore.WithPrefix(prefix), redisstore.WithoutHashTag())
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks := []ratelimit.Check{
+			{Namespace: "x", Key: "alice", Algorithm: gcra.New(), Limit: ratelimit.PerHour(2), Cost: 1},
+			{Namespace: "x", Key: "bob", Algorithm: gcra.New(), Limit: ratelimit.PerHour(2), Cost: 1},
+		}
+		ok, err := opaque.ApplyAll(ctx, checks, make([]ratelimit.Outcome, 2))
+		if ok || !errors.Is(err, redisstore.ErrCrossSlot) || !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Fatalf("composite across slots through an opaque client: %v %v, want ErrCrossSlot (ErrInvalid) from the CROSSSLOT reply", ok, err)
 		}
 	})
 	for _, alg := range testAlgorithms() {

@@ -18,10 +18,13 @@ import (
 var ErrContention = fmt.Errorf("%w: redisstore: compare-and-set contention", ratelimit.ErrUnavailable)
 
 // ErrCrossSlot reports a composite whose keys cannot be applied in one
-// atomic step: Redis Cluster keys in different slots, or Ring keys on
-// different shards. Nothing was applied. Give the keys one hash tag (see
-// WithHashTag). It wraps ratelimit.ErrInvalid: the same composite always
-// fails the same way.
+// script: on a ClusterClient keys in different hash slots, on a Ring
+// checks with different hash tags. The store refuses such a composite
+// before sending anything; on a client it cannot identify, Redis's
+// CROSSSLOT reply maps to it. Either way nothing was applied. Give the
+// keys one hash tag (see WithHashTag). It wraps ratelimit.ErrInvalid, not
+// ErrUnavailable: the same composite always fails the same way, so it is a
+// configuration mistake that no retry or failure policy masks.
 var ErrCrossSlot = fmt.Errorf("%w: redisstore: keys cannot be applied atomically together", ratelimit.ErrInvalid)
 
 // classify maps an error from go-redis to the ratelimit error classes.
@@ -38,8 +41,10 @@ var ErrCrossSlot = fmt.Errorf("%w: redisstore: keys cannot be applied atomically
 //   - an error reply from Redis: the script did not run, or it stopped
 //     before its first write (every script reads and decides before
 //     writing, and Redis refuses an out-of-memory write only when it is the
-//     script's first) → ErrUnavailable, or ErrCrossSlot for CROSSSLOT and
-//     ErrCorruptState for WRONGTYPE;
+//     script's first) → ErrUnavailable; except CROSSSLOT → ErrCrossSlot (a
+//     composite across slots, which wraps ratelimit.ErrInvalid because it
+//     can never succeed) and WRONGTYPE → ErrCorruptState (a non-string
+//     value at a key of the store);
 //   - the command was written but no reply was read (a read timeout, a
 //     reset connection, EOF) or anything not recognised → ErrUnknownOutcome.
 func classify(err error) error {

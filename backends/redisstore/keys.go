@@ -1,17 +1,11 @@
 package redisstore
 
-import (
-	"encoding/binary"
-	"strings"
-)
+import "strings"
 
 // tagLen is the length of the hash tag written between braces: 3
 // characters of the base64url alphabet carrying 18 bits of a hash of the
-// tag source. 18 bits spread keys over all 16384 Redis Cluster slots and
-// over a Ring's shards; a longer tag would only lengthen every key. Redis 7
-// keeps a key of up to 30 bytes in a 32-byte allocation and one of 31 to 44
-// bytes in a 48-byte allocation, so each byte saved moves some keys into
-// the smaller one.
+// tag source, enough to spread keys over all 16384 Redis Cluster slots and
+// over a Ring's shards. A longer tag would only lengthen every key.
 const tagLen = 3
 
 // tagAlphabet is the base64url alphabet: no brace, no byte a Redis client
@@ -57,26 +51,48 @@ func appendTag(dst []byte, src string) []byte {
 	return append(dst, tagAlphabet[h>>58], tagAlphabet[h>>52&63], tagAlphabet[h>>46&63])
 }
 
-// redisKey returns the Redis key of (namespace, key):
+// redisKey appends the Redis key of (namespace, key) to dst:
 //
-//	prefix "{" tag "}" uvarint(len(namespace)) namespace key   (tagged)
-//	prefix uvarint(len(namespace)) namespace key               (untagged)
+//	prefix "{" tag "}:" rule ":" key   (tagged)
+//	prefix rule ":" key                (untagged)
 //
-// The prefix has no braces (New checks), the tag has none, the namespace
-// is length-prefixed and the key runs to the end, so the mapping is
-// injective: "a:b"+"c" and "a"+"b:c" never collide, and the slot of every
-// tagged key is the slot of its tag. Untagged keys are written only for a
-// single server, where slots do not matter.
+// where rule is the namespace escaped by appendRule. The prefix has no
+// braces (WithPrefix checks), the tag has a fixed length and no brace, the
+// rule has no ':' and the key runs to the end, so the mapping is
+// injective and the slot of a tagged key is the slot of its tag. Untagged
+// keys are written only for a single server, where slots do not matter.
 func (s *Store) redisKey(dst []byte, namespace, key string) []byte {
 	dst = append(dst, s.cfg.prefix...)
 	if s.tagged {
 		dst = append(dst, '{')
 		dst = appendTag(dst, s.cfg.tag(namespace, key))
-		dst = append(dst, '}')
+		dst = append(dst, '}', ':')
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(namespace)))
-	dst = append(dst, namespace...)
+	dst = appendRule(dst, namespace)
+	dst = append(dst, ':')
 	return append(dst, key...)
+}
+
+// appendRule appends namespace to dst with '%', ':', '{', '}' and every
+// byte outside printable ASCII (space included) written as '%' and two
+// upper-case hex digits, so the result can be typed in redis-cli, holds no
+// separator and no brace, and decodes back to namespace.
+func appendRule(dst []byte, namespace string) []byte {
+	const hex = "0123456789ABCDEF"
+	start := 0
+	for i := 0; i < len(namespace); i++ {
+		if c := namespace[i]; !ruleVerbatim(c) {
+			dst = append(dst, namespace[start:i]...)
+			dst = append(dst, '%', hex[c>>4], hex[c&15])
+			start = i + 1
+		}
+	}
+	return append(dst, namespace[start:]...)
+}
+
+// ruleVerbatim reports whether appendRule writes c as itself.
+func ruleVerbatim(c byte) bool {
+	return c > ' ' && c < 0x7f && c != '%' && c != ':' && c != '{' && c != '}'
 }
 
 // keySlot returns the Redis Cluster hash slot of a key built by redisKey,

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,42 +24,69 @@ func keyStore(t testing.TB, opts ...redisstore.Option) *redisstore.Store {
 	return st
 }
 
+// TestKeyLayout pins the documented layout (doc.go, docs/redis.md) on
+// literal examples: prefix, the tag in braces on tagged stores, the
+// escaped rule name, a colon, the key verbatim.
 func TestKeyLayout(t *testing.T) {
 	tagged := keyStore(t, redisstore.WithHashTag(redisstore.DefaultTag))
 	plain := keyStore(t)
+	app := keyStore(t, redisstore.WithPrefix("app:"))
+	bare := keyStore(t, redisstore.WithPrefix(""))
 	tests := []struct {
-		name              string
-		ns1, k1, ns2, k2  string
-		sameKey, sameSlot bool
+		name, ns, key, plain, tagged string
 	}{
-		{"colon split", "a:b", "c", "a", "b:c", false, false},
-		{"same key, two rules", "minute", "user7", "day", "user7", false, true},
-		{"explicit tag", "n", "{t1}:ip", "n", "{t1}:user", false, true},
-		{"empty tag is no tag", "n", "{}a", "n", "{}b", false, false},
-		{"identical", "n", "k", "n", "k", true, true},
-		{"namespace bytes move into key", "n\x01", "k", "n", "\x01k", false, false},
+		{"rule and key", "minute", "user7", "rl:minute:user7", "rl:{pFg}:minute:user7"},
+		{"package doc example", "login", "user:42", "rl:login:user:42", "rl:{mYg}:login:user:42"},
+		{"same key, other rule, same tag", "day", "user7", "rl:day:user7", "rl:{pFg}:day:user7"},
+		{"tag from braces in the key", "api", "{tenant1}:ip:10.0.0.1", "rl:api:{tenant1}:ip:10.0.0.1", "rl:{xF9}:api:{tenant1}:ip:10.0.0.1"},
+		{"colon in the rule is escaped", "a:b", "c", "rl:a%3Ab:c", "rl:{dwk}:a%3Ab:c"},
+		{"colon in the key is verbatim", "a", "b:c", "rl:a:b:c", "rl:{PtE}:a:b:c"},
+		{"escaped rule bytes", "{x} 100%\n", "k", "rl:%7Bx%7D%20100%25%0A:k", "rl:{K6Q}:%7Bx%7D%20100%25%0A:k"},
+		{"non-ASCII rule", "caf\u00e9", "k", "rl:caf%C3%A9:k", "rl:{K6Q}:caf%C3%A9:k"},
+		{"empty rule", "", "k", "rl::k", "rl:{K6Q}::k"},
+		{"key bytes verbatim", "n", "\x00\r\n{}%", "rl:n:\x00\r\n{}%", "rl:{f4e}:n:\x00\r\n{}%"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, b := tagged.RedisKey(tt.ns1, tt.k1), tagged.RedisKey(tt.ns2, tt.k2)
-			if (a == b) != tt.sameKey {
-				t.Errorf("tagged keys %q and %q: equal %v, want %v", a, b, a == b, tt.sameKey)
+			if got := plain.RedisKey(tt.ns, tt.key); got != tt.plain {
+				t.Errorf("untagged key %q, want %q", got, tt.plain)
 			}
-			if s := redisstore.KeySlot(a) == redisstore.KeySlot(b); s != tt.sameSlot {
-				t.Errorf("tagged keys %q and %q: same slot %v, want %v", a, b, s, tt.sameSlot)
+			if got := tagged.RedisKey(tt.ns, tt.key); got != tt.tagged {
+				t.Errorf("tagged key %q, want %q", got, tt.tagged)
 			}
-			if !strings.HasPrefix(a, redisstore.DefaultPrefix+"{") {
-				t.Errorf("tagged key %q lacks the prefix and tag", a)
+			rest := strings.TrimPrefix(tt.plain, redisstore.DefaultPrefix)
+			if got := app.RedisKey(tt.ns, tt.key); got != "app:"+rest {
+				t.Errorf("key with prefix app: is %q, want %q", got, "app:"+rest)
 			}
-			pa, pb := plain.RedisKey(tt.ns1, tt.k1), plain.RedisKey(tt.ns2, tt.k2)
-			if (pa == pb) != tt.sameKey {
-				t.Errorf("untagged keys %q and %q: equal %v, want %v", pa, pb, pa == pb, tt.sameKey)
-			}
-			// prefix, uvarint length, namespace, key: nothing else.
-			if want := redisstore.DefaultPrefix + string(rune(len(tt.ns1))) + tt.ns1 + tt.k1; pa != want {
-				t.Errorf("untagged key %q, want %q", pa, want)
+			if got := bare.RedisKey(tt.ns, tt.key); got != rest {
+				t.Errorf("key with an empty prefix is %q, want %q", got, rest)
 			}
 		})
+	}
+}
+
+// TestKeyInjective checks that tricky (namespace, key) pairs, which a
+// naive "rule:key" join or a sloppy escape would merge, map to distinct
+// keys on both layouts.
+func TestKeyInjective(t *testing.T) {
+	pairs := [][2]string{
+		{"a:b", "c"}, {"a", "b:c"}, {"a:", "b"}, {"a", ":b"},
+		{"", ":k"}, {":", "k"}, {"", "k"}, {"k", ":"},
+		{"a%3Ab", "c"}, {"a%", "3Ab:c"},
+		{"{t}", "k"}, {"%7Bt%7D", "k"}, {"x y", "k"}, {"x%20y", "k"},
+		{"n\x01", "k"}, {"n", "\x01k"}, {"n%01", "k"},
+		{"\xff", "k"}, {"%FF", "k"}, {"%ff", "k"},
+		{"minute", "user7"}, {"minute", "user7 "}, {"minute:user7", "x"},
+	}
+	for _, st := range []*redisstore.Store{keyStore(t), keyStore(t, redisstore.WithHashTag(redisstore.DefaultTag))} {
+		seen := make(map[string][2]string)
+		for _, p := range pairs {
+			k := st.RedisKey(p[0], p[1])
+			if q, dup := seen[k]; dup {
+				t.Errorf("%q and %q both map to %q", q, p, k)
+			}
+			seen[k] = p
+		}
 	}
 }
 
@@ -117,34 +145,89 @@ func TestKeyTagByClient(t *testing.T) {
 	}
 }
 
-// FuzzRedisKey checks that the key layout is injective, tagged or not,
-// and that a tagged key's slot is its tag's, whatever the bytes of
-// namespace and key.
+// FuzzRedisKey checks, whatever the bytes of namespace and key, that a
+// key parses back into them by the documented layout (so the layout is
+// injective), that two pairs share a key only when equal, that the rule
+// part is printable ASCII without separator or brace, and that a tagged
+// key starts with its tag and has its tag's slot.
 func FuzzRedisKey(f *testing.F) {
 	f.Add("a:b", "c", "a", "b:c")
 	f.Add("", "{x}", "{", "x}")
 	f.Add("n", "\r\n\x00", "n\r", "\n\x00")
 	f.Add("\x80", "k", "", "\x01\x80k")
+	f.Add("a%3A", "b", "a:", "b")
 	tagged := keyStore(f, redisstore.WithHashTag(redisstore.DefaultTag))
 	plain := keyStore(f)
 	f.Fuzz(func(t *testing.T, ns1, k1, ns2, k2 string) {
-		same := ns1 == ns2 && k1 == k2
-		for _, st := range []*redisstore.Store{tagged, plain} {
-			a, b := st.RedisKey(ns1, k1), st.RedisKey(ns2, k2)
-			if (a == b) != same {
+		for _, st := range []struct {
+			s      *redisstore.Store
+			tagged bool
+		}{{tagged, true}, {plain, false}} {
+			a, b := st.s.RedisKey(ns1, k1), st.s.RedisKey(ns2, k2)
+			if (a == b) != (ns1 == ns2 && k1 == k2) {
 				t.Fatalf("(%q, %q) and (%q, %q) map to %q and %q", ns1, k1, ns2, k2, a, b)
 			}
-		}
-		a := tagged.RedisKey(ns1, k1)
-		open := strings.IndexByte(a, '{')
-		closing := strings.IndexByte(a, '}')
-		if open != len(redisstore.DefaultPrefix) || closing != open+1+redisstore.TagLen {
-			t.Fatalf("key %q: tag not at a fixed place", a)
-		}
-		if redisstore.KeySlot(a) != redisstore.KeySlot(a[open:closing+1]) {
-			t.Fatalf("key %q: slot differs from its tag's", a)
+			tag, rule, key, err := parseKey(a, redisstore.DefaultPrefix, st.tagged)
+			if err != nil {
+				t.Fatalf("key %q of (%q, %q): %v", a, ns1, k1, err)
+			}
+			if ns, err := unescapeRule(rule); err != nil || ns != ns1 || key != k1 {
+				t.Fatalf("key %q parses into (%q, %q), %v; want (%q, %q)", a, ns, key, err, ns1, k1)
+			}
+			if st.tagged && redisstore.KeySlot(a) != redisstore.KeySlot(tag) {
+				t.Fatalf("key %q: slot %d, its tag %q has slot %d", a, redisstore.KeySlot(a), tag, redisstore.KeySlot(tag))
+			}
 		}
 	})
+}
+
+// parseKey splits a Redis key by the documented layout: prefix, on a
+// tagged store "{" tag "}:", then the escaped rule up to the first ':',
+// then the key.
+func parseKey(rk, prefix string, tagged bool) (tag, rule, key string, err error) {
+	rest, ok := strings.CutPrefix(rk, prefix)
+	if !ok {
+		return "", "", "", errors.New("no prefix")
+	}
+	if tagged {
+		n := redisstore.TagLen
+		if len(rest) < n+3 || rest[0] != '{' || rest[n+1:n+3] != "}:" || strings.ContainsAny(rest[1:n+1], "{}:") {
+			return "", "", "", errors.New("no tag in braces after the prefix")
+		}
+		tag, rest = rest[1:n+1], rest[n+3:]
+	}
+	rule, key, ok = strings.Cut(rest, ":")
+	if !ok {
+		return "", "", "", errors.New("no colon after the rule")
+	}
+	return tag, rule, key, nil
+}
+
+// unescapeRule decodes the rule part of a key: '%' and two upper-case hex
+// digits stand for a byte; every other byte is printable ASCII other than
+// '%', ':', '{' and '}', and stands for itself.
+func unescapeRule(rule string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(rule); i++ {
+		c := rule[i]
+		switch {
+		case c == '%':
+			if i+3 > len(rule) {
+				return "", fmt.Errorf("truncated escape at %d", i)
+			}
+			v, err := strconv.ParseUint(rule[i+1:i+3], 16, 8)
+			if err != nil || strings.ToUpper(rule[i+1:i+3]) != rule[i+1:i+3] {
+				return "", fmt.Errorf("bad escape %q", rule[i:i+3])
+			}
+			b.WriteByte(byte(v))
+			i += 2
+		case c <= ' ' || c >= 0x7f || c == ':' || c == '{' || c == '}':
+			return "", fmt.Errorf("byte %#x verbatim in the rule", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
 }
 
 // TestTagSpread checks that default tags spread keys over every Redis

@@ -124,7 +124,7 @@ func WithHashTag(f TagFunc) Option {
 	})
 }
 
-// WithoutHashTag makes the store write keys without a hash tag (5 bytes
+// WithoutHashTag makes the store write keys without a hash tag (6 bytes
 // shorter, which Redis stores in every key) on a client it cannot identify
 // as a single server, such as an autopipeliner passed to New or a wrapper.
 // The store already leaves the tag out on a *redis.Client. Use it only when
@@ -147,22 +147,18 @@ func WithoutHashTag() Option {
 // asynchronous autopipeliner (go-redis's AsyncAutoPipelineWithOptions),
 // which coalesces the scripts of concurrent calls into pipelines: fewer
 // system calls on both sides of the connection, so more decisions per
-// second, and lower latency on a lone caller. opts nil selects the
-// client's Options.AutoPipelineOptions when set, else full duplex
-// (defaultAPOptions: one held connection per server with a writer and a
-// reader goroutine, at most 1024 scripts written but unanswered). A call
-// made while 2 to 16 calls of the store (itself included) are under way
-// goes to the client directly instead, as does a lone call under half
-// duplex (FullDuplex false, one batch at a time). Measured on loopback
-// against the plain client: full duplex 1.04–1.20× the decisions per
-// second of one caller (none with client and server on separate CPUs),
-// 1.4–1.7× with 64, and no gain with 8 (half duplex was 8–20% slower
-// there); see apMinInFlight. The client must be a
-// *redis.Client or a *redis.ClusterClient (New refuses others with
+// second under many concurrent callers. opts nil selects the client's
+// Options.AutoPipelineOptions when set, else full duplex (one held
+// connection per server with a writer and a reader goroutine, at most
+// apWindow scripts written but unanswered). A call made while 2 to
+// apMinInFlight calls of the store (itself included) are under way goes to
+// the client directly instead, where batching gains nothing, as does a
+// lone call under half duplex. The client must be a *redis.Client or a
+// *redis.ClusterClient (New refuses others with
 // ratelimit.ErrInvalidOption). go-redis caches one autopipeliner per
 // client and the first caller's options win; stores on one client share
 // it, and the last of them to close closes it (see Store.Close). go-redis
-// marks the API experimental.
+// marks the API experimental; docs/redis.md has the measurements.
 //
 // Each call still waits for its own reply and runs its script at most
 // once: the store's commands are no-retry, and go-redis never replays a
@@ -195,10 +191,8 @@ func WithAutoPipeline(opts *redis.AutoPipelineOptions) Option {
 const apWindow = 1024
 
 // defaultAPOptions returns the autopipeliner options WithAutoPipeline(nil)
-// uses on a client without its own: go-redis's defaults in full duplex.
-// Measured on loopback (bench/redisbench/compare.sh, 2 cores), full duplex
-// beat the plain client with 1 and 64 concurrent callers, and matched or
-// beat the half-duplex flusher at every concurrency.
+// uses on a client without its own: go-redis's defaults in full duplex,
+// which matched or beat half duplex at every concurrency measured.
 func defaultAPOptions() *redis.AutoPipelineOptions {
 	o := redis.DefaultAutoPipelineOptions()
 	o.FullDuplex = true
@@ -235,10 +229,10 @@ func WithCASAttempts(n int) Option {
 	})
 }
 
-// WithoutNativeScripts makes the store use the generic path (read, decide
-// in Go, compare-and-set) for every algorithm, even those with a Lua
-// program. It exists for comparison and tests; the native path is faster.
-func WithoutNativeScripts() Option {
+// withoutNativeScripts makes the store use the generic path (read, decide
+// in Go, compare-and-set) for every algorithm, so tests and benchmarks can
+// compare it with the native scripts.
+func withoutNativeScripts() Option {
 	return optionFunc(func(c *config) error {
 		c.native = false
 		return nil
@@ -271,14 +265,12 @@ func WithEvictionCheck(logf func(format string, args ...any)) Option {
 	})
 }
 
-// WithTestClock makes the store take "now" from clock instead of the Redis
+// withTestClock makes the store take "now" from clock instead of the Redis
 // server's TIME: the native scripts receive it as arguments and the
-// generic path decides with it. It is meant for tests only (conformance
-// suites that compare outcomes at fixed instants, differential tests of
-// the Lua programs): in production each process would impose its own
-// clock on shared state, and the server's single clock is what keeps
-// several processes consistent. Redis still expires keys on its own clock.
-func WithTestClock(clock ratelimit.Clock) Option {
+// generic path decides with it. Tests use it to compare outcomes at fixed
+// instants; in production the server's single clock is what keeps several
+// processes consistent. Redis still expires keys on its own clock.
+func withTestClock(clock ratelimit.Clock) Option {
 	return optionFunc(func(c *config) error {
 		if clock == nil {
 			return fmt.Errorf("%w: redisstore: nil clock", ratelimit.ErrInvalidOption)

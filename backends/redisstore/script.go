@@ -96,22 +96,9 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) 
 // apMinInFlight is how many of a store's commands may be in flight, the
 // new one included, while WithAutoPipeline still sends them on the client
 // directly; more go through the autopipeliner, as does a lone command
-// under full duplex. Measured on loopback (bench/redisbench/compare.sh,
-// one Redis, 2 cores, medians of 6 rounds, two runs), decisions per
-// second against the plain client:
-//
-//	callers      1          8          64
-//	half duplex  —          0.80–0.92  1.3–1.5
-//	full duplex  1.04–1.20  0.93–1.08  1.5–1.7
-//
-// With 8 callers neither beats the plain client, whose 8 connections keep
-// the server as busy as one pipelined connection. With one, full duplex
-// had a median latency of 114–122 µs against 133–152 µs; probably its
-// writer and reader goroutines keep the Go runtime polling the network on
-// the core the server is not using, so the reply is read without waking a
-// sleeping thread: with the server and the client pinned to separate CPUs
-// (compare.sh -P) the gain at one caller was gone (0.95–1.02), the one at
-// 64 remained (1.4–1.5).
+// under full duplex. Up to about 8 concurrent callers the plain client's
+// connections keep the server as busy as one pipelined connection, so
+// batching only pays beyond; docs/redis.md has the measurements.
 const apMinInFlight = 16
 
 // cmdArgsPool holds the argument slices of script commands.

@@ -91,10 +91,9 @@ type Store struct {
 // A *redis.AutoPipeliner is accepted when it is asynchronous (from
 // AsyncAutoPipeline): the store submits each command and waits for its
 // reply or the end of the call's context. Every call then goes through
-// it, and a lone caller pays its hand-offs between goroutines (about
-// 110 µs per call on a loaded 2-core test machine); WithAutoPipeline,
-// which builds it from a *redis.Client or *redis.ClusterClient, sends the
-// calls of few concurrent callers directly instead and knows the key layout the client needs.
+// it, so a lone caller pays its hand-offs between goroutines; prefer
+// WithAutoPipeline, which sends the calls of few concurrent callers
+// directly and knows which key layout the client needs.
 // New refuses a blocking autopipeliner (from AutoPipeline), whose Process
 // waits for the reply whatever the context, unless WithoutClientCheck is
 // given.
