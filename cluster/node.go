@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/internal/keyfmt"
 	"github.com/sluicehq/sluice/internal/lockorder"
+	"github.com/sluicehq/sluice/internal/muldiv"
 )
 
 const (
@@ -585,7 +586,7 @@ func (n *Node) evaluate(rec *record, c *ratelimit.Check, now int64, state []byte
 // allowance at now: its 1/allowN share of the burst plus the refill since
 // the key was created.
 func allowance(rec *record, l ratelimit.Limit, now int64) int64 {
-	refill := ratelimit.MulDivFloor(l.Count, max(now-rec.created, 0), int64(l.Period))
+	refill := muldiv.Floor(l.Count, max(now-rec.created, 0), int64(l.Period))
 	total := l.Burst + min(refill, ratelimit.MaxCount)
 	return (total + rec.allowN - 1) / rec.allowN
 }

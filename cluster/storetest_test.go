@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/conformance/storetest"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
 )
 
 // chargers returns the suite's default algorithms the cluster supports.
@@ -113,7 +114,7 @@ func heldForever(t *testing.T, n *Node) string {
 // machine's late sends stay inside it; r·Δ is rounded up to whole units.
 func docBound(l ratelimit.Limit, n int, s time.Duration) storetest.Bound {
 	delta := s + 100*time.Millisecond
-	rDelta := int64(ratelimit.MulDivCeil(l.Count, int64(delta), int64(l.Period)))
+	rDelta := int64(arith.MulDivCeil(l.Count, int64(delta), int64(l.Period)))
 	k := int64(n)
 	return storetest.Bound{Under: (k-1)*rDelta + k, Over: (k-1)*rDelta + k}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/internal/keyfmt"
+	"github.com/sluicehq/sluice/internal/muldiv"
 )
 
 // delegate receives memberlist's data callbacks. None of them blocks:
@@ -515,7 +516,7 @@ func (n *Node) isMember(name string) bool {
 // over elapsed and one sync interval.
 func (n *Node) plausibleOver(l ratelimit.Limit, elapsed int64) int64 {
 	window := max(elapsed, 0) + int64(n.cfg.SyncInterval)
-	return min(l.Burst+min(ratelimit.MulDivFloor(l.Count, window, int64(l.Period)), ratelimit.MaxCount)+1, ratelimit.MaxCost)
+	return min(l.Burst+min(muldiv.Floor(l.Count, window, int64(l.Period)), ratelimit.MaxCount)+1, ratelimit.MaxCost)
 }
 
 // plausible is the most one origin can have admitted over elapsed
@@ -524,7 +525,7 @@ func (n *Node) plausibleOver(l ratelimit.Limit, elapsed int64) int64 {
 // interval of slack for delivery delay.
 func (n *Node) plausible(l ratelimit.Limit, elapsed int64) int64 {
 	window := min(max(elapsed, 0), int64(l.FillTime())) + int64(n.cfg.SyncInterval)
-	return min(l.Burst+ratelimit.MulDivFloor(l.Count, window, int64(l.Period))+1, ratelimit.MaxCost)
+	return min(l.Burst+muldiv.Floor(l.Count, window, int64(l.Period))+1, ratelimit.MaxCost)
 }
 
 // adoptRemote creates the record of a key first heard of from a peer: the

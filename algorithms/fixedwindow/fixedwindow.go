@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/arith"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/internal/window"
 )
 
@@ -38,20 +38,6 @@ func (Algorithm) Name() string { return "fixedwindow" }
 // window Burst·Period/Count is not a whole number of nanoseconds.
 func (Algorithm) ValidateLimit(l ratelimit.Limit) error { return window.Validate("fixedwindow", l) }
 
-// MaxUsed bounds the count a state may carry: Burst·(MaxWindowSpan/W + 1)
-// for the window W = Burst·Period/Count, at most 2^62, so that carrying it
-// off takes at most MaxWindowSpan plus a window. Charge stops there. It is
-// exported for stores that reproduce the algorithm natively (redisstore's
-// Lua script).
-func MaxUsed(l ratelimit.Limit) int64 {
-	l = window.Of(l)
-	k := int64(ratelimit.MaxWindowSpan/l.Period) + 1
-	if l.Burst > (1<<62)/k {
-		return 1 << 62
-	}
-	return l.Burst * k
-}
-
 // view is a decoded state at an instant: used units in the window that
 // starts at ws, el nanoseconds into it.
 type view struct {
@@ -73,7 +59,7 @@ func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 	}
 	ws, c := arith.Int64(state[1:9]), arith.Int64(state[9:17])
 	if c > l.Burst {
-		c = min(c, MaxUsed(l))
+		c = min(c, window.MaxUsed(l))
 	}
 	c = max(0, c)
 	var skew time.Duration
@@ -172,7 +158,7 @@ func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int
 	if err != nil {
 		return ratelimit.Outcome{}, dst[:0], err
 	}
-	used := min(v.used+amount, MaxUsed(l))
+	used := min(v.used+amount, window.MaxUsed(l))
 	out := dst[:0]
 	if amount == 0 {
 		out = append(out, state...)

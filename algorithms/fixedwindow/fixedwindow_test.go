@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/internal/algtest"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/window"
 )
 
 func newModel(l ratelimit.Limit) algtest.Model { return &model.FixedWindow{L: l} }
@@ -109,7 +110,7 @@ func TestMaxUsed(t *testing.T) {
 		{ratelimit.Limit{Count: 1, Period: span / 4, Burst: 2}, 6},
 	}
 	for _, tt := range tests {
-		if got := fixedwindow.MaxUsed(tt.l); got != tt.want {
+		if got := window.MaxUsed(tt.l); got != tt.want {
 			t.Errorf("MaxUsed(%+v) = %d, want %d", tt.l, got, tt.want)
 		}
 	}

@@ -23,7 +23,7 @@
 //     yields less than the token bucket would).
 //
 // Reserve and Charge may take units that are not available (debt, at most
-// ratelimit.MaxDebt); Refund never fills above Burst.
+// arith.MaxDebt); Refund never fills above Burst.
 //
 // # Capabilities and errors
 //

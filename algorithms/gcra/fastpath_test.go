@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/gcra"
-	"github.com/sluicehq/sluice/algorithms/internal/arith"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
 )
 
 // TestDecideFastPathMatchesReserve checks Decide, which computes an
@@ -37,7 +37,7 @@ func TestDecideFastPathMatchesReserve(t *testing.T) {
 	}
 	alg := gcra.New()
 	for _, l := range limits {
-		tau := ratelimit.MulDivCeil(l.Burst, int64(l.Period), l.Count)
+		tau := arith.MulDivCeil(l.Burst, int64(l.Period), l.Count)
 		for range 300 {
 			now := []int64{0, 1, math.MaxInt64, math.MinInt64, arith.MinNow, rng.Int64()}[rng.IntN(6)]
 			var state []byte

@@ -7,8 +7,8 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/arith"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
 )
 
 // Tag is the first byte of every state this package writes: algorithm 2,
@@ -92,7 +92,7 @@ type view struct {
 }
 
 // debt returns the deepest debt as a span, MaxDebt·Period/Count.
-func debt(l ratelimit.Limit) span { return units(ratelimit.MaxDebt(l), l) }
+func debt(l ratelimit.Limit) span { return units(arith.MaxDebt(l), l) }
 
 func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 	now = arith.ClampNow(now)
@@ -305,7 +305,7 @@ func (a Algorithm) Refund(state []byte, now int64, l ratelimit.Limit, amount int
 		o.Allowed = true
 		return o, out, nil
 	}
-	next := v.clamp(v.a.add(units(min(amount, l.Burst+ratelimit.MaxDebt(l)), l), l.Count), l)
+	next := v.clamp(v.a.add(units(min(amount, l.Burst+arith.MaxDebt(l)), l), l.Count), l)
 	o, out, _ := v.commit(state, dst, next, l)
 	return o, out, nil
 }
@@ -322,7 +322,7 @@ func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int
 	}
 	next := v.a
 	if amount > 0 {
-		next = v.clamp(v.a.sub(units(min(amount, ratelimit.MaxDebt(l)+l.Burst), l), l.Count), l)
+		next = v.clamp(v.a.sub(units(min(amount, arith.MaxDebt(l)+l.Burst), l), l.Count), l)
 	}
 	o, out, ok := v.commit(state, dst, next, l)
 	if !ok {

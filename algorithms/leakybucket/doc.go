@@ -24,7 +24,7 @@
 // never dropped for lack of room: Outcome.Delay is the time until the water
 // already in the bucket has drained, so requests leave evenly spaced at the
 // drain rate. The level may then exceed Burst (at most by
-// ratelimit.MaxDebt) and meter calls are denied until it drains. A
+// arith.MaxDebt) and meter calls are denied until it drains. A
 // reservation whose delay exceeds maxWait changes nothing and is denied
 // with RetryAfter equal to that delay.
 //

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/arith"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
 )
 
 // Tag is the first byte of every state this package writes: algorithm 3,
@@ -57,7 +57,7 @@ func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 	// Clamp the water to 0..Burst+MaxDebt+1 before converting it to room,
 	// so that no garbage value overflows; Settle clamps the rest.
 	if w > l.Burst {
-		w = min(w, l.Burst+ratelimit.MaxDebt(l)+1)
+		w = min(w, l.Burst+arith.MaxDebt(l)+1)
 	}
 	w = max(0, w)
 	n := l.Burst - w
@@ -162,7 +162,7 @@ func (a Algorithm) Reserve(state []byte, now int64, l ratelimit.Limit, cost int6
 		return ratelimit.Outcome{}, dst[:0], err
 	}
 	delay := v.wait(l.Burst, l)
-	if delay > maxWait || v.N-cost < -ratelimit.MaxDebt(l) {
+	if delay > maxWait || v.N-cost < -arith.MaxDebt(l) {
 		o, out := v.keep(state, dst, l)
 		o.RetryAfter = delay
 		return o, out, nil
@@ -207,8 +207,8 @@ func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int
 		return o, out, nil
 	}
 	after := v
-	after.N = v.N - min(amount, l.Burst+ratelimit.MaxDebt(l))
-	if d := ratelimit.MaxDebt(l); after.N < -d {
+	after.N = v.N - min(amount, l.Burst+arith.MaxDebt(l))
+	if d := arith.MaxDebt(l); after.N < -d {
 		after.N, after.F = -d, 0
 	}
 	o, out := after.commit(state, dst, after.N, l)

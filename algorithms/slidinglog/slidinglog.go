@@ -7,8 +7,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/arith"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/internal/window"
 )
 

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/internal/arith"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
+	"github.com/sluicehq/sluice/internal/muldiv"
 	"github.com/sluicehq/sluice/internal/window"
 )
 
@@ -86,7 +87,7 @@ func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 // count weighted by the share of it still inside the sliding window,
 // rounded up so the estimate never under-counts.
 func weighted(prev, el int64, l ratelimit.Limit) int64 {
-	return int64(ratelimit.MulDivCeil(prev, int64(l.Period)-el, int64(l.Period)))
+	return int64(arith.MulDivCeil(prev, int64(l.Period)-el, int64(l.Period)))
 }
 
 // estimate returns cur + weighted(prev, el).
@@ -104,7 +105,7 @@ func from(prev, room int64, l ratelimit.Limit) int64 {
 	if prev == 0 {
 		return 0
 	}
-	return max(0, int64(l.Period)-ratelimit.MulDivFloor(room, int64(l.Period), prev))
+	return max(0, int64(l.Period)-muldiv.Floor(room, int64(l.Period), prev))
 }
 
 // wait returns the exact time from the caller's now until x more units

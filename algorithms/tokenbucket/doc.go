@@ -21,7 +21,7 @@
 //     one, so a clock going backwards never mints tokens.
 //
 // Reserve and Charge may take tokens the bucket does not hold (debt, at
-// most ratelimit.MaxDebt); Refund never fills above Burst. Admission is
+// most arith.MaxDebt); Refund never fills above Burst. Admission is
 // identical to package gcra's; the two differ only in their state (25
 // bytes here).
 //

@@ -18,6 +18,8 @@ import (
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
+	"github.com/sluicehq/sluice/internal/muldiv"
 )
 
 // chargers are the in-repo algorithms with a Charge (all native).
@@ -193,7 +195,7 @@ func TestNativeChargeEdges(t *testing.T) {
 	// thirds: 3 units per 2 ns, spans with remainders
 	thirds := ratelimit.Limit{Count: 3, Period: 2, Burst: 3}
 	long := ratelimit.Limit{Count: 2, Period: 1 << 51, Burst: 2}
-	md := ratelimit.MaxDebt(unit)
+	md := arith.MaxDebt(unit)
 	tests := []struct {
 		name     string
 		alg      ratelimit.Algorithm
@@ -208,7 +210,7 @@ func TestNativeChargeEdges(t *testing.T) {
 		{"gcra/MaxCost, a span over 2^52 ns", gcra.New(), sec, nil, ratelimit.MaxCost, true},
 		{"gcra/at the deepest debt", gcra.New(), unit, be([]byte{gcra.Tag}, now+md, 0), 1, false},
 		{"gcra/to the deepest debt", gcra.New(), unit, be([]byte{gcra.Tag}, now+md-5, 0), 9, false},
-		{"gcra/deepest debt with remainders", gcra.New(), thirds, be([]byte{gcra.Tag}, now+ratelimit.MulDivFloor(ratelimit.MaxDebt(thirds), 2, 3)-1, 2), ratelimit.MaxCost, false},
+		{"gcra/deepest debt with remainders", gcra.New(), thirds, be([]byte{gcra.Tag}, now+muldiv.Floor(arith.MaxDebt(thirds), 2, 3)-1, 2), ratelimit.MaxCost, false},
 		{"gcra/clock behind", gcra.New(), sec, be([]byte{gcra.Tag}, now+int64(time.Hour), 1), 3, false},
 		{"tokenbucket/peek, no state", tokenbucket.New(), sec, nil, 0, false},
 		{"tokenbucket/at the deepest debt", tokenbucket.New(), unit, be([]byte{tokenbucket.Tag}, -md, 0, now), 1, false},

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/muldiv"
 )
 
 // manualClock is an injected clock for WithTestClock.
@@ -65,7 +66,7 @@ func randomLimit(r *rand.Rand, alg ratelimit.Algorithm) ratelimit.Limit {
 		case 2: // FillTime just below 2^51, huge products Burst·Period
 			c := 1 + r.Int64N(ratelimit.MaxCount)
 			p := 1 + r.Int64N(span)
-			l = ratelimit.Limit{Count: c, Period: time.Duration(p), Burst: max(1, min(ratelimit.MaxCount, ratelimit.MulDivFloor(span, c, p)-r.Int64N(3)))}
+			l = ratelimit.Limit{Count: c, Period: time.Duration(p), Burst: max(1, min(ratelimit.MaxCount, muldiv.Floor(span, c, p)-r.Int64N(3)))}
 		case 3: // Period exactly 2^51, huge counts
 			l = ratelimit.Limit{Count: ratelimit.MaxCount - r.Int64N(1000), Period: span, Burst: 1 + r.Int64N(ratelimit.MaxCount)}
 		default: // tiny

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/slidingwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
 	"github.com/sluicehq/sluice/internal/window"
 )
 
@@ -219,9 +220,9 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 	return status == 1, nil
 }
 
-// debtSpan returns units(ratelimit.MaxDebt(l)) when it is below debtCap.
+// debtSpan returns units(arith.MaxDebt(l)) when it is below debtCap.
 func debtSpan(l ratelimit.Limit) (q, r int64, ok bool) {
-	d := ratelimit.MaxDebt(l)
+	d := arith.MaxDebt(l)
 	hi, lo := bits.Mul64(uint64(d), uint64(l.Period))
 	if hi >= uint64(l.Count) {
 		return 0, 0, false
@@ -304,10 +305,10 @@ func buildArg(k argsKey) any {
 		p[6], p[7] = dq, dr
 	case codeTokenBucket, codeLeakyBucket:
 		// the deepest debt, at most 2^50 units: exact in a double
-		p[6] = ratelimit.MaxDebt(l)
+		p[6] = arith.MaxDebt(l)
 	case codeFixedWindow:
 		// native.lua falls back for any count that reaches this cap
-		p[0] = min(fixedwindow.MaxUsed(l), 1<<51)
+		p[0] = min(window.MaxUsed(l), 1<<51)
 	}
 	b := make([]byte, 0, 8*(nativeStride+2))
 	b = appendDoubles(b, int64(k.code), k.cost, l.Burst, l.Count, int64(l.Period))
@@ -328,7 +329,7 @@ func buildArg(k argsKey) any {
 // states at most 2^51 ns in the future, which any span of 2^52 ns refills
 // to full; it falls back for a charge of a capped span.
 func refundSpan(amount int64, l ratelimit.Limit) (q, r int64) {
-	x := min(amount, l.Burst+ratelimit.MaxDebt(l))
+	x := min(amount, l.Burst+arith.MaxDebt(l))
 	hi, lo := bits.Mul64(uint64(x), uint64(l.Period))
 	if hi >= uint64(l.Count) {
 		return debtCap, 0

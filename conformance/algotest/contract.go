@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/internal/algtest"
+	"github.com/sluicehq/sluice/internal/arith"
 	"pgregory.net/rapid"
 )
 
@@ -84,7 +85,7 @@ func (s *suite) testClockBackwards(t *testing.T) {
 			}
 			// A bucket admits Burst plus what refills in the span; a
 			// window admits Burst in each of at most two windows.
-			limit := 2*l.Burst + int64(ratelimit.MulDivCeil(l.Count, span, int64(l.Period)))
+			limit := 2*l.Burst + int64(arith.MulDivCeil(l.Count, span, int64(l.Period)))
 			if admitted > limit {
 				rt.Fatalf("under %s, %d one-unit calls at instants swinging within %s admitted %d, more than %d", l, n, time.Duration(span), admitted, limit)
 			}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/muldiv"
 )
 
 // Bounds enforced by [Limit.Validate] and by the stores. They keep every
@@ -108,7 +110,7 @@ func (l Limit) FillTime() time.Duration {
 	if l.Count <= 0 || l.Period <= 0 || l.Burst <= 0 {
 		return 0
 	}
-	return MulDivCeil(l.Burst, int64(l.Period), l.Count)
+	return time.Duration(muldiv.Ceil(l.Burst, int64(l.Period), l.Count))
 }
 
 // String returns a compact form such as "10/1s burst 20".
@@ -117,54 +119,4 @@ func (l Limit) String() string {
 		return "unlimited"
 	}
 	return fmt.Sprintf("%d/%s burst %d", l.Count, l.Period, l.Burst)
-}
-
-// MaxDebt returns the deepest debt, in units, that an algorithm may record
-// for l when it reserves ahead or is charged for consumption seen
-// elsewhere: floor(MaxWindowSpan·Count/Period), at most 2^50. Repaying it
-// takes at most MaxWindowSpan, so every wait stays inside int64
-// nanoseconds. The in-repo algorithms and every native port of them (the
-// Redis Lua scripts) share this one definition.
-func MaxDebt(l Limit) int64 {
-	return min(MulDivFloor(int64(MaxWindowSpan), l.Count, int64(l.Period)), 1<<50)
-}
-
-// MulDivCeil returns ceil(a·b/c) for non-negative a, b and positive c,
-// computed with a 128-bit intermediate product. It saturates at the
-// largest int64 instead of overflowing. It is exported so algorithms in
-// other modules share one exact definition.
-func MulDivCeil(a, b, c int64) time.Duration {
-	if a <= 0 || b <= 0 || c <= 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return Never
-	}
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
-	}
-	if q > 1<<63-1 {
-		return Never
-	}
-	return time.Duration(q)
-}
-
-// MulDivFloor returns floor(a·b/c) for non-negative a, b and positive c,
-// computed with a 128-bit intermediate product, saturating at the largest
-// int64.
-func MulDivFloor(a, b, c int64) int64 {
-	if a <= 0 || b <= 0 || c <= 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return 1<<63 - 1
-	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	if q > 1<<63-1 {
-		return 1<<63 - 1
-	}
-	return int64(q)
 }

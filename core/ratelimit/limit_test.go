@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
+	"github.com/sluicehq/sluice/internal/muldiv"
 )
 
 func TestLimitValidate(t *testing.T) {
@@ -56,10 +58,10 @@ func TestMulDiv(t *testing.T) {
 		{1 << 40, 1 << 40, 1 << 20, 1 << 60, 1 << 60},
 	}
 	for _, tt := range tests {
-		if got := ratelimit.MulDivFloor(tt.a, tt.b, tt.c); got != tt.floor {
+		if got := muldiv.Floor(tt.a, tt.b, tt.c); got != tt.floor {
 			t.Errorf("MulDivFloor(%d,%d,%d) = %d, want %d", tt.a, tt.b, tt.c, got, tt.floor)
 		}
-		if got := int64(ratelimit.MulDivCeil(tt.a, tt.b, tt.c)); got != tt.ceil {
+		if got := int64(arith.MulDivCeil(tt.a, tt.b, tt.c)); got != tt.ceil {
 			t.Errorf("MulDivCeil(%d,%d,%d) = %d, want %d", tt.a, tt.b, tt.c, got, tt.ceil)
 		}
 	}
@@ -72,10 +74,10 @@ func TestLimitString(t *testing.T) {
 }
 
 func TestMaxDebt(t *testing.T) {
-	if d := ratelimit.MaxDebt(ratelimit.Limit{Count: 1, Period: ratelimit.MaxPeriod, Burst: 1}); d != 10 {
+	if d := arith.MaxDebt(ratelimit.Limit{Count: 1, Period: ratelimit.MaxPeriod, Burst: 1}); d != 10 {
 		t.Fatalf("MaxDebt(1 per 10 years) = %d, want 10", d)
 	}
-	if d := ratelimit.MaxDebt(ratelimit.PerSecond(1 << 40)); d != 1<<50 {
+	if d := arith.MaxDebt(ratelimit.PerSecond(1 << 40)); d != 1<<50 {
 		t.Fatalf("MaxDebt(2^40/s) = %d, want 2^50", d)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/arith"
+	"github.com/sluicehq/sluice/internal/muldiv"
 )
 
 // RateLimits returns the limits Rate runs by default: Burst below, equal
@@ -99,8 +101,8 @@ func rate(alg ratelimit.Algorithm, l ratelimit.Limit, atLeast bool) error {
 		atOnce = 0
 	}
 	// The rate over the run is Count·span/Period units.
-	most := ratelimit.MulDivFloor(l.Count, span, int64(l.Period)) + l.Burst
-	least := int64(ratelimit.MulDivCeil(l.Count, span, int64(l.Period))) - l.Burst
+	most := muldiv.Floor(l.Count, span, int64(l.Period)) + l.Burst
+	least := int64(arith.MulDivCeil(l.Count, span, int64(l.Period))) - l.Burst
 	switch {
 	case admitted > most:
 		return fmt.Errorf("under %s, a greedy client was admitted %d units over %s (%d refills of the burst): more than Count/Period over the run plus Burst, %d", l, admitted, time.Duration(span), rateFills, most)

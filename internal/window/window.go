@@ -53,3 +53,16 @@ func gcd(a, b int64) int64 {
 	}
 	return a
 }
+
+// MaxUsed bounds the count a state may carry: Burst·(MaxWindowSpan/W + 1)
+// for the window W = Burst·Period/Count, at most 2^62, so that carrying it
+// off takes at most MaxWindowSpan plus a window. Charge stops there. The
+// fixed window and its native port (redisstore's Lua script) share it.
+func MaxUsed(l ratelimit.Limit) int64 {
+	l = Of(l)
+	k := int64(ratelimit.MaxWindowSpan/l.Period) + 1
+	if l.Burst > (1<<62)/k {
+		return 1 << 62
+	}
+	return l.Burst * k
+}

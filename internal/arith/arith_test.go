@@ -78,7 +78,7 @@ func TestSettleAndWait(t *testing.T) {
 		{4, -1, math.MinInt64, math.MaxInt64},
 	} {
 		b := Settle(c[0], c[1], c[2], c[3], l)
-		if b.N < -ratelimit.MaxDebt(l) || b.N > l.Burst || b.F < 0 || b.F >= int64(l.Period) {
+		if b.N < -MaxDebt(l) || b.N > l.Burst || b.F < 0 || b.F >= int64(l.Period) {
 			t.Fatalf("Settle%v = %+v", c, b)
 		}
 		if w := b.Wait(l.Burst, l); w < 0 || w > 2*ratelimit.MaxWindowSpan {

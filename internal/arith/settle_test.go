@@ -16,7 +16,7 @@ func settleRef(n, f, t, now int64, l ratelimit.Limit) Bucket {
 	if f < 0 || f >= int64(l.Period) {
 		f = 0
 	}
-	if d := ratelimit.MaxDebt(l); n < -d {
+	if d := MaxDebt(l); n < -d {
 		n, f = -d, 0
 	}
 	n = min(n, l.Burst)
@@ -52,8 +52,8 @@ func TestSettleMatchesBigReference(t *testing.T) {
 		}
 	}
 	for _, l := range limits {
-		d := ratelimit.MaxDebt(l)
-		fill := ratelimit.MulDivCeil(l.Burst, int64(l.Period), l.Count)
+		d := MaxDebt(l)
+		fill := MulDivCeil(l.Burst, int64(l.Period), l.Count)
 		for range 200 {
 			n := []int64{l.Burst, l.Burst - 1, 0, -1, -d, -d - 1, math.MinInt64, math.MaxInt64, rng.Int64N(l.Burst+d+1) - d}[rng.IntN(9)]
 			f := []int64{0, 1, int64(l.Period) - 1, int64(l.Period), -1, rng.Int64N(int64(l.Period))}[rng.IntN(6)]
@@ -91,7 +91,7 @@ func boundary(n, f int64, l ratelimit.Limit) uint64 {
 	if f < 0 || f >= int64(l.Period) {
 		f = 0
 	}
-	if d := ratelimit.MaxDebt(l); n < -d {
+	if d := MaxDebt(l); n < -d {
 		n, f = -d, 0
 	}
 	n = min(n, l.Burst)

@@ -35,14 +35,14 @@ func Full(now int64, l ratelimit.Limit) Bucket {
 //	N     = n + floor(total/Period), F = total mod Period, T = now,
 //
 // and a level reaching Burst becomes the full bucket (N = Burst, F = 0).
-// An f outside 0..Period-1 is taken as 0 and a level below -ratelimit.MaxDebt(l) as
-// -ratelimit.MaxDebt(l), so a state written under another limit stays usable.
+// An f outside 0..Period-1 is taken as 0 and a level below -MaxDebt(l) as
+// -MaxDebt(l), so a state written under another limit stays usable.
 func Settle(n, f, t, now int64, l ratelimit.Limit) Bucket {
 	if f < 0 || f >= int64(l.Period) {
 		f = 0
 	}
 	if n < 0 {
-		if d := ratelimit.MaxDebt(l); n < -d {
+		if d := MaxDebt(l); n < -d {
 			n, f = -d, 0
 		}
 	}

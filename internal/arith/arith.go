@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/muldiv"
 )
 
 // MinNow is the earliest instant the algorithms distinguish, -2^62 ns
@@ -76,3 +77,17 @@ func FloorMod(now, p int64) int64 {
 	}
 	return m
 }
+
+// MaxDebt returns the deepest debt, in units, that an algorithm may record
+// for l when it reserves ahead or is charged for consumption seen
+// elsewhere: floor(MaxWindowSpan·Count/Period), at most 2^50. Repaying it
+// takes at most MaxWindowSpan, so every wait stays inside int64
+// nanoseconds. The in-repo algorithms and their native ports (the Redis
+// Lua scripts) share this one definition.
+func MaxDebt(l ratelimit.Limit) int64 {
+	return min(muldiv.Floor(int64(ratelimit.MaxWindowSpan), l.Count, int64(l.Period)), 1<<50)
+}
+
+// MulDivCeil returns ceil(a·b/c) as a duration, saturating at
+// ratelimit.Never; see muldiv.Ceil.
+func MulDivCeil(a, b, c int64) time.Duration { return time.Duration(muldiv.Ceil(a, b, c)) }
