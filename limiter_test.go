@@ -437,4 +437,12 @@ func TestLimiterZeroAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { _, _ = lim.Allow(ctx, "k") }); n != 0 {
 		t.Fatalf("Limiter.Allow: %v allocs/op, want 0", n)
 	}
+	// A budget means nothing to the memory store: no deadline, no timer.
+	budgeted, err := sluice.New(sluice.Rule{Name: "budgeted", Algorithm: gcra.New(), Limit: ratelimit.Every(time.Nanosecond, 1<<40), Budget: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() { _, _ = budgeted.Allow(ctx, "k") }); n != 0 {
+		t.Fatalf("Limiter.Allow with a Budget on the memory store: %v allocs/op, want 0", n)
+	}
 }

@@ -24,9 +24,11 @@ type Rule struct {
 	// ByPolicy set; see the package documentation for the outcomes.
 	FailOpen bool
 	// Budget is how long one call may wait for the store before the
-	// failure policy answers. 0 selects the default: 5 ms for a remote
-	// store, and no deadline at all for a store that decides in process
-	// (the memory store, a gossip node). Negative is invalid.
+	// failure policy answers. 0 selects the store's default: 5 ms for a
+	// remote store that states none, 25 ms for PostgreSQL. A store that
+	// decides in process (the memory store, a gossip node) is never given
+	// a deadline. A Composite's call waits the smallest budget of its
+	// rules. Negative is invalid.
 	Budget time.Duration
 }
 
@@ -84,11 +86,15 @@ func compile(r Rule, st ratelimit.Store, prev *compiled) (*compiled, error) {
 		return nil, err
 	}
 	c := &compiled{Rule: r, alg: r.Algorithm, budget: r.Budget}
-	if c.budget == 0 {
-		c.budget = defaultBudget
-		if b, ok := st.(ratelimit.Budgeter); ok {
-			c.budget = b.DefaultBudget()
-		}
+	storeBudget := defaultBudget
+	if b, ok := st.(ratelimit.Budgeter); ok {
+		storeBudget = b.DefaultBudget()
+	}
+	switch {
+	case storeBudget == 0:
+		c.budget = 0 // the store never waits on I/O: no deadline, no timer
+	case c.budget == 0:
+		c.budget = storeBudget
 	}
 	if prev != nil && prev.Algorithm.Name() != r.Algorithm.Name() {
 		c.alg = converter{from: prev.alg, fromLimit: prev.Limit, to: r.Algorithm}
