@@ -239,9 +239,9 @@ func BenchmarkPostgresComposite(b *testing.B) {
 	p := pgPool(b)
 	s := pgTable(b, p, "bench_sluice")
 	rules := []sluice.Rule{
-		{Name: "ip", Algorithm: gcra.New(), Limit: pgOpen},
-		{Name: "user", Algorithm: gcra.New(), Limit: pgOpen},
-		{Name: "global", Algorithm: tokenbucket.New(), Limit: pgOpen},
+		{Name: "ip", Algorithm: gcra.New(), Limit: pgOpen, Budget: benchBudget},
+		{Name: "user", Algorithm: gcra.New(), Limit: pgOpen, Budget: benchBudget},
+		{Name: "global", Algorithm: tokenbucket.New(), Limit: pgOpen, Budget: benchBudget},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()

@@ -122,14 +122,14 @@ func BenchmarkRedisComposite(b *testing.B) {
 		b.Fatal(err)
 	}
 	l := redisOpen
-	one, err := sluice.NewComposite([]sluice.Rule{{Name: "user", Algorithm: gcra.New(), Limit: l}}, sluice.WithStore(s))
+	one, err := sluice.NewComposite([]sluice.Rule{{Name: "user", Algorithm: gcra.New(), Limit: l, Budget: benchBudget}}, sluice.WithStore(s))
 	if err != nil {
 		b.Fatal(err)
 	}
 	three, err := sluice.NewComposite([]sluice.Rule{
-		{Name: "ip", Algorithm: gcra.New(), Limit: l},
-		{Name: "user", Algorithm: gcra.New(), Limit: l},
-		{Name: "global", Algorithm: tokenbucket.New(), Limit: l},
+		{Name: "ip", Algorithm: gcra.New(), Limit: l, Budget: benchBudget},
+		{Name: "user", Algorithm: gcra.New(), Limit: l, Budget: benchBudget},
+		{Name: "global", Algorithm: tokenbucket.New(), Limit: l, Budget: benchBudget},
 	}, sluice.WithStore(s))
 	if err != nil {
 		b.Fatal(err)
