@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
-	"github.com/sluicehq/sluice/internal/memhook"
 )
 
 // caller is what a Limiter and a Composite share: the store, its fast path
 // and the observer.
 type caller struct {
 	store   ratelimit.Store
-	fast    memhook.Space // the memory store's fast path for one namespace, or nil
+	fast    *memstore.Namespace // the memory store's hot path for a Limiter's rule, or nil
 	observe func(ctx context.Context, key string, d Decision, err error)
 }
 
@@ -22,15 +22,10 @@ type caller struct {
 // outcome to *o on success.
 func (cl *caller) apply(ctx context.Context, budget time.Duration, c *ratelimit.Check, o *ratelimit.Outcome) error {
 	if budget <= 0 {
-		var (
-			out ratelimit.Outcome
-			err error
-		)
 		if cl.fast != nil {
-			out, err = cl.fast.Apply(ctx, *c)
-		} else {
-			out, err = cl.store.Apply(ctx, *c)
+			return cl.fast.Apply(ctx, c, o)
 		}
+		out, err := cl.store.Apply(ctx, *c)
 		if err == nil {
 			*o = out
 		}

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
-	"github.com/sluicehq/sluice/internal/memhook"
 )
 
 // Limiter enforces one Rule on keys, in one process or across a fleet
@@ -39,8 +39,8 @@ func New(rule Rule, opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{caller: caller{store: cfg.store, observe: cfg.observe}}
-	if memhook.Open != nil {
-		l.fast = memhook.Open(cfg.store, rule.Name)
+	if mem, ok := cfg.store.(*memstore.Store); ok {
+		l.fast = mem.Namespace(rule.Name)
 	}
 	l.rule.Store(r)
 	return l, nil
