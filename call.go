@@ -31,12 +31,13 @@ func (cl *caller) apply(ctx context.Context, budget time.Duration, c *ratelimit.
 		}
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return notSent(err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, budget)
-	out, err := cl.store.Apply(sctx, *c)
-	cancel()
+	var out ratelimit.Outcome
+	check := *c // the store call may outlive this one; c stays on the stack
+	err := withBudget(ctx, budget, func(sctx context.Context) error {
+		var err error
+		out, err = cl.store.Apply(sctx, check)
+		return err
+	})
 	if err == nil {
 		*o = out
 	}
@@ -49,13 +50,12 @@ func (cl *caller) applyAll(ctx context.Context, budget time.Duration, checks []r
 		_, err := cl.store.ApplyAll(ctx, checks, out)
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return notSent(err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, budget)
-	_, err := cl.store.ApplyAll(sctx, checks, out)
-	cancel()
-	return err
+	// out is written only by the call withBudget waits for: after a
+	// budget runs out, Decide answers by policy and never reads it.
+	return withBudget(ctx, budget, func(sctx context.Context) error {
+		_, err := cl.store.ApplyAll(sctx, checks, out)
+		return err
+	})
 }
 
 // notSent types the error of a caller's context that ended before the
@@ -65,15 +65,37 @@ func notSent(ctxErr error) error {
 	return fmt.Errorf("%w: the context ended before the store was called: %w", ratelimit.ErrUnavailable, ctxErr)
 }
 
-// withStore runs fn with a deadline of budget, for calls other than a
-// decision (Reset).
+// withBudget runs fn, a store call, under a context that ends after
+// budget (none when 0), and returns its error. The library bounds the
+// wait itself: when the budget or the caller's context ends first, it
+// returns at once with a deadline or cancellation error, without waiting
+// for fn, which sees its context end and finishes on its own goroutine
+// (its result is dropped, and may have been applied: classify reports
+// that as ErrUnknownOutcome). So the bound holds even for a store that is
+// slow to notice its context, or that tidies up a failed connection
+// before returning.
 func withBudget(ctx context.Context, budget time.Duration, fn func(context.Context) error) error {
 	if budget <= 0 {
 		return fn(ctx)
 	}
+	if err := ctx.Err(); err != nil {
+		return notSent(err)
+	}
 	sctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	return fn(sctx)
+	done := make(chan error, 1)
+	go func() { done <- fn(sctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-sctx.Done():
+		select {
+		case err := <-done: // it answered at the deadline after all
+			return err
+		default:
+			return sctx.Err()
+		}
+	}
 }
 
 // classify sorts the error of a store call made on behalf of ctx. It
