@@ -127,7 +127,8 @@ func (c converter) Name() string { return c.to.Name() + "+converting" }
 // convert returns state, or when to cannot decode it, the state to would
 // have at now under l with as many units available as from sees.
 func (c converter) convert(state []byte, now int64, l Limit) ([]byte, error) {
-	if len(state) == 0 {
+	if len(state) == 0 || c.fromLimit.IsUnlimited() {
+		// An unlimited rule wrote nothing: what is there is older still.
 		return state, nil
 	}
 	if _, _, err := c.to.Decide(state, now, l, 0, nil); !errors.Is(err, ratelimit.ErrCorruptState) {
