@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -308,10 +307,18 @@ func (b *setBuilder) addLevel(parent *node, ds []DescriptorConfig, path, field s
 	return nil
 }
 
-// line returns the source line of field, else the descriptor's.
+// line returns the source line of field, else of its closest enclosing
+// field, else the descriptor's.
 func (d *DescriptorConfig) line(field string) int {
-	if l, ok := d.lines[field]; ok {
-		return l
+	for field != "" {
+		if l, ok := d.lines[field]; ok {
+			return l
+		}
+		i := strings.LastIndexByte(field, '.')
+		if i < 0 {
+			break
+		}
+		field = field[:i]
 	}
 	return d.Line
 }
@@ -327,6 +334,9 @@ func (b *setBuilder) rule(d *DescriptorConfig, ident, f string) (*rule, error) {
 		return nil, b.errorf(d.line("rate_limit.name"), f+".name", "rule name of %d bytes exceeds %d", len(r.name), ratelimit.MaxKeyLen)
 	}
 	where := fmt.Sprintf("%s:%d", b.cfg.File, d.Line)
+	if b.cfg.File == "" {
+		where = fmt.Sprintf("domain %q %s", b.cfg.Domain, f)
+	}
 	if prev, ok := b.names[r.name]; ok {
 		return nil, b.errorf(d.line("rate_limit.name"), f+".name", "duplicate rule name %q (also at %s)", r.name, prev)
 	}
@@ -437,7 +447,7 @@ func (b *setBuilder) variant(d *DescriptorConfig, rl *RateLimit, alg ratelimit.A
 		if rl.Burst != 0 {
 			field = ".burst"
 		}
-		return variant{}, b.errorf(d.line(lf+field), f+field, "%s under %s: %w", l, alg.Name(), errors.Unwrap(err))
+		return variant{}, b.errorf(d.line(lf+field), f+field, "%s under %s: %w", l, alg.Name(), err)
 	}
 	return variant{limit: l}, nil
 }
