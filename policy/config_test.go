@@ -96,7 +96,7 @@ func TestGoValueErrors(t *testing.T) {
 		{"replaces without rate_limit", []policy.Config{{Domain: "d", Descriptors: []policy.DescriptorConfig{{Key: "k", Replaces: []string{"a"}}}}},
 			`policy: config: descriptors[0].replaces: replaces without rate_limit`},
 		{"derived name collides", []policy.Config{{Domain: "d", Descriptors: []policy.DescriptorConfig{{Key: "k", RateLimit: rl}, {Key: "j", Name: "d.k", RateLimit: rl}}}},
-			`policy: config: descriptors[1].name: duplicate rule name "d.k" (also at domain \"d\" descriptors[0])`},
+			`policy: config: descriptors[1].name: duplicate rule name "d.k" (also at domain "d" descriptors[0])`},
 		{"replaces across domains", []policy.Config{
 			{Domain: "d", Descriptors: []policy.DescriptorConfig{{Key: "k", Name: "a", RateLimit: rl}}},
 			{Domain: "e", Descriptors: []policy.DescriptorConfig{{Key: "k", Replaces: []string{"a"}, RateLimit: rl}}}},
