@@ -353,10 +353,10 @@ func (b *setBuilder) rule(d *DescriptorConfig, ident, f string) (*rule, error) {
 	b.names[r.name] = where
 	for j, target := range d.Replaces {
 		rf := fmt.Sprintf("%s.replaces[%d]", f, j)
-		switch {
-		case target == "":
+		if target == "" {
 			return nil, b.errorf(d.line("rate_limit.replaces"), rf, "empty name")
-		case target == d.Name:
+		}
+		if target == d.Name {
 			return nil, b.errorf(d.line("rate_limit.replaces"), rf, "a rule cannot replace itself (%q)", target)
 		}
 		b.pending = append(b.pending, pendingReplace{name: r.name, target: target, line: d.line("rate_limit.replaces"), field: rf})
