@@ -344,7 +344,13 @@ func (e *Engine) decide(ctx context.Context, st *engineState, sel []selected, hi
 	if len(picks) == 0 {
 		return nil
 	}
-	ds, err := st.comp.DecideSelected(ctx, hits, picks)
+	var dbuf [8]sluice.Decision
+	ds := dbuf[:0]
+	if len(picks) > len(dbuf) {
+		ds = make([]sluice.Decision, len(picks))
+	}
+	ds = ds[:len(picks)]
+	err := st.comp.DecideSelected(ctx, hits, picks, ds)
 	if err != nil && !isPolicyFailure(err) {
 		res.Allowed = false
 		return err
@@ -382,7 +388,8 @@ func (e *Engine) decide(ctx context.Context, st *engineState, sel []selected, hi
 			idx = append(idx, pickIdx[j])
 		}
 	}
-	ds, err = st.comp.DecideSelected(ctx, hits, enforced)
+	ds = ds[:len(enforced)]
+	err = st.comp.DecideSelected(ctx, hits, enforced, ds)
 	if err != nil && !isPolicyFailure(err) {
 		res.Allowed = false
 		return err
