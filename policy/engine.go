@@ -86,15 +86,27 @@ func WithObserver(fn func(ctx context.Context, key string, d sluice.Decision, er
 }
 
 // WithSink sends every denial, shadow denials included, to s through a
-// bounded queue of queueSize violations (0 for 4096) drained by one
-// goroutine: Decide never waits for s, and a full queue drops the
-// violation and counts it (Engine.DroppedViolations).
-func WithSink(s Sink, queueSize int) Option {
+// bounded queue (see WithQueueSize) drained by one goroutine: Decide never
+// waits for s, and a full queue drops the violation and counts it
+// (Engine.DroppedViolations). Close the engine to flush the queue.
+func WithSink(s Sink) Option {
 	return func(c *engineConfig) error {
-		if s == nil || queueSize < 0 {
-			return fmt.Errorf("%w: nil sink or negative queue size", sluice.ErrInvalid)
+		if s == nil {
+			return fmt.Errorf("%w: nil sink", sluice.ErrInvalid)
 		}
-		c.sink, c.queueSize = s, queueSize
+		c.sink = s
+		return nil
+	}
+}
+
+// WithQueueSize sets how many violations wait for the sink before new
+// ones are dropped; the default is 4096.
+func WithQueueSize(n int) Option {
+	return func(c *engineConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: queue size %d below 1", sluice.ErrInvalid, n)
+		}
+		c.queueSize = n
 		return nil
 	}
 }

@@ -487,3 +487,53 @@ descriptors:
 		t.Fatalf("open + closed: %+v %v, want denied with ErrUnavailable", res, err)
 	}
 }
+
+func TestNewAndWatchValidate(t *testing.T) {
+	set := mustSet(t, messaging)
+	for name, opts := range map[string][]policy.Option{
+		"nil option":   {nil},
+		"nil store":    {policy.WithStore(nil)},
+		"nil sink":     {policy.WithSink(nil)},
+		"queue 0":      {policy.WithQueueSize(0)},
+		"nil logger":   {policy.WithLogger(nil)},
+		"nil observer": {policy.WithObserver(nil)},
+	} {
+		if _, err := policy.New(set, opts...); !errors.Is(err, sluice.ErrInvalid) {
+			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := policy.New(nil); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("New(nil) = %v", err)
+	}
+	empty, err := policy.NewSet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.New(empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Decide(context.Background(), "messaging", []policy.Descriptor{desc("to_number", "1")}, 1); !errors.Is(err, policy.ErrUnknownDomain) {
+		t.Fatalf("empty set: %v", err)
+	}
+	if err := e.Swap(set); err != nil {
+		t.Fatal(err)
+	}
+	if res := decide(t, e, "messaging", 1, desc("to_number", "1")); !res.Statuses[0].Matched {
+		t.Fatalf("after swapping rules into an empty engine: %+v", res)
+	}
+	ctx := context.Background()
+	if _, err := policy.Watch(ctx, t.TempDir(), nil); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("Watch(nil engine) = %v", err)
+	}
+	if _, err := policy.Watch(ctx, "/nonexistent/rules", e); err == nil {
+		t.Error("Watch of a missing path: no error")
+	}
+	if _, err := loadText(t, "domain: [\n"); err == nil {
+		t.Fatal("setup")
+	}
+	var ce *policy.ConfigError
+	if _, err := policy.Watch(ctx, "bad.yaml", e); !errors.As(err, &ce) {
+		t.Errorf("Watch of a bad file = %v, want its ConfigError", err)
+	}
+}

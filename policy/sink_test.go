@@ -46,7 +46,7 @@ descriptors:
   - key: ip
     shadow_mode: true
     rate_limit: 1/minute
-`), policy.WithStore(st), policy.WithSink(s, queue))
+`), policy.WithStore(st), policy.WithSink(s), policy.WithQueueSize(queue))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestSinkNeverBlocksAndCountsDrops(t *testing.T) {
 
 func TestSlogSinkReportsShadowDenials(t *testing.T) {
 	var buf bytes.Buffer
-	e := sinkEngine(t, policy.SlogSink{Logger: slog.New(slog.NewTextHandler(&buf, nil))}, 0)
+	e := sinkEngine(t, policy.SlogSink{Logger: slog.New(slog.NewTextHandler(&buf, nil))}, 64)
 	decide(t, e, "api", 1, desc("user", "a"), desc("ip", "1.1.1.1"))
 	decide(t, e, "api", 1, desc("user", "b"), desc("ip", "1.1.1.1")) // admitted; ip's shadow rule denies
 	if err := e.Close(context.Background()); err != nil {
