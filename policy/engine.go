@@ -227,6 +227,9 @@ type selected struct {
 	rule   *rule
 	key    string
 	v      variant
+	// undecided: a deny-list rule denied the request before the store
+	// was asked, so this rule has no decision.
+	undecided bool
 }
 
 // Decide decides hits units for the request descriptors of domain: each
@@ -279,7 +282,7 @@ func (e *Engine) Decide(ctx context.Context, domain string, descriptors []Descri
 		return res, nil
 	}
 	err := e.decide(ctx, st, sel, hits, &res)
-	if e.queue != nil {
+	if e.queue != nil && (err == nil || isPolicyFailure(err)) {
 		e.report(domain, descriptors, sel, hits, &res)
 	}
 	return res, err
@@ -328,7 +331,6 @@ func (e *Engine) decide(ctx context.Context, st *engineState, sel []selected, hi
 		status.Decision = sluice.Decision{Limit: s.v.limit, Rule: r.name}
 		switch {
 		case s.v.blocked:
-			status.Decision.Limit = sluice.Limit{Period: s.v.limit.Period}
 			status.Decision.RetryAfter = sluice.Never
 			if !r.shadow {
 				blocked = true
@@ -351,6 +353,9 @@ func (e *Engine) decide(ctx context.Context, st *engineState, sel []selected, hi
 	}
 	if blocked {
 		res.Allowed = false // a rule denying everything: nothing consumed
+		for _, i := range pickIdx {
+			sel[i].undecided = true
+		}
 		return nil
 	}
 	if len(picks) == 0 {
@@ -426,7 +431,7 @@ func (e *Engine) report(domain string, descriptors []Descriptor, sel []selected,
 	now := time.Now()
 	for _, s := range sel {
 		st := &res.Statuses[s.status]
-		if st.Decision.Allowed || !st.Matched {
+		if st.Decision.Allowed || !st.Matched || s.undecided {
 			continue
 		}
 		e.queue.push(Violation{
