@@ -537,3 +537,40 @@ func TestNewAndWatchValidate(t *testing.T) {
 		t.Errorf("Watch of a bad file = %v, want its ConfigError", err)
 	}
 }
+
+func TestWildcardMiddleAndNested(t *testing.T) {
+	e := memEngine(t, newClock(), `
+domain: api
+descriptors:
+  - key: path
+    value: /v*/users/*
+    descriptors:
+      - key: method
+        value: POST
+        rate_limit: 1/minute
+  - key: tenant
+    value: acme-*
+    share_threshold: true
+    descriptors:
+      - key: user
+        rate_limit: 2/minute
+`)
+	post := func(path string) policy.Descriptor { return desc("path", path, "method", "POST") }
+	if got := admitted(t, e, "api", 2, post("/v1/users/7")); got != 1 {
+		t.Fatalf("/v1/users/7: %d, want 1", got)
+	}
+	if got := admitted(t, e, "api", 2, post("/v2/users/7")); got != 1 {
+		t.Fatalf("/v2/users/7: %d, want 1 (its own bucket)", got)
+	}
+	if res := decide(t, e, "api", 1, post("/v1/groups/7")); res.Statuses[0].Matched {
+		t.Fatalf("/v1/groups/7 matched %q", res.Statuses[0].Decision.Rule)
+	}
+	// The shared wildcard adds nothing to the key: one bucket per user
+	// across every acme-* tenant.
+	if got := admitted(t, e, "api", 2, desc("tenant", "acme-eu", "user", "u")) + admitted(t, e, "api", 2, desc("tenant", "acme-us", "user", "u")); got != 2 {
+		t.Fatalf("user u across acme tenants: %d, want 2", got)
+	}
+	if got := admitted(t, e, "api", 2, desc("tenant", "acme-eu", "user", "v")); got != 2 {
+		t.Fatalf("user v: %d, want 2 (a bucket per user)", got)
+	}
+}
