@@ -39,6 +39,28 @@ type Result struct {
 	Statuses []Status
 }
 
+// Strictest returns the status of the rule that decided the request, for
+// response headers: among the matched rules not in shadow mode and not
+// unlimited, the denying one with the longest RetryAfter, or when all
+// admitted, the one with the fewest requests remaining. ok is false when
+// no such rule matched.
+func (r Result) Strictest() (s Status, ok bool) {
+	for _, st := range r.Statuses {
+		if !st.Matched || st.Shadow || st.Unlimited {
+			continue
+		}
+		a, b := &st.Decision, &s.Decision
+		switch {
+		case !ok,
+			a.Allowed != b.Allowed && !a.Allowed,
+			a.Allowed == b.Allowed && !a.Allowed && a.RetryAfter > b.RetryAfter,
+			a.Allowed == b.Allowed && a.Allowed && a.Remaining < b.Remaining:
+			s, ok = st, true
+		}
+	}
+	return s, ok
+}
+
 // Status is what one request descriptor met.
 type Status struct {
 	// Matched reports that a rule applied to the descriptor. A rule

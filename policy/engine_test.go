@@ -269,6 +269,37 @@ descriptors:
 // TestShadowAtomicity pins how shadow rules take part in the composite:
 // an enforced denial takes nothing from anyone; a shadow denial lets the
 // request through and takes it from the enforced rules only.
+func TestStrictest(t *testing.T) {
+	e := memEngine(t, newClock(), `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: 3/minute
+  - key: ip
+    rate_limit: 5/minute
+  - key: shadow
+    shadow_mode: true
+    rate_limit: 1/minute
+  - key: vip
+    rate_limit: {unlimited: true}
+`)
+	if _, ok := decide(t, e, "api", 1, desc("vip", "v"), desc("nope", "x")).Strictest(); ok {
+		t.Fatal("a strictest rule among unlimited and unmatched ones")
+	}
+	ds := []policy.Descriptor{desc("ip", "i"), desc("user", "u"), desc("shadow", "s"), desc("vip", "v")}
+	for i, want := range []int64{2, 1, 0} {
+		st, ok := decide(t, e, "api", 1, ds...).Strictest()
+		if !ok || st.Decision.Rule != "api.user" || st.Decision.Remaining != want {
+			t.Fatalf("call %d: strictest %+v, want api.user with %d left (the shadow rule never decides)", i, st, want)
+		}
+	}
+	res := decide(t, e, "api", 1, ds...)
+	st, ok := res.Strictest()
+	if res.Allowed || !ok || st.Decision.Allowed || st.Decision.Rule != "api.user" {
+		t.Fatalf("4th call: %+v, strictest %+v, want denied by api.user", res, st)
+	}
+}
+
 func TestShadowAtomicity(t *testing.T) {
 	e := memEngine(t, newClock(), `
 domain: api
