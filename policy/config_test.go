@@ -24,6 +24,7 @@ func TestConfigErrors(t *testing.T) {
 		{"duplicate field", "domain: d\ndomain: e\n", `policy: bad.yaml:2: domain: duplicate field`},
 		{"unknown descriptor field", "domain: d\ndescriptors:\n  - key: k\n    rate: 5/minute\n", `policy: bad.yaml:4: descriptors[0].rate: unknown field`},
 		{"unknown rate_limit field", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      burts: 2\n", `policy: bad.yaml:7: descriptors[0].rate_limit.burts: unknown field`},
+		{"quota_mode", "domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n", `policy: bad.yaml:4: descriptors[0].quota_mode: quota_mode is not supported`},
 		{"empty key", "domain: d\ndescriptors:\n  - value: v\n", `policy: bad.yaml:3: descriptors[0].key: empty key`},
 		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n", `policy: bad.yaml:5: descriptors[0].rate_limit.unit: unit "fortnight" is not one of second, minute, hour, day, week, month, year`},
 		{"bad short unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: 5/minutes\n", `policy: bad.yaml:4: descriptors[0].rate_limit.unit: unit "minutes" is not one of second, minute, hour, day, week, month, year`},

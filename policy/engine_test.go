@@ -105,6 +105,7 @@ descriptors:
           unit: day
           requests_per_unit: 5
   - key: to_number
+    metadata: {owner: messaging-team}
     rate_limit:
       unit: day
       requests_per_unit: 100

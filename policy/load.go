@@ -222,6 +222,10 @@ func (p *parser) descriptors(n *yaml.Node, path string, dst *[]DescriptorConfig)
 			case "value_to_metric":
 				var ignored bool // metric naming only: no effect on decisions
 				return p.boolean(v, f, &ignored)
+			case "metadata":
+				return nil // envoy returns it with responses; no effect on decisions
+			case "quota_mode":
+				return p.errorf(k, f, "quota_mode is not supported")
 			case "descriptors":
 				return p.descriptors(v, f, &d.Descriptors)
 			}
