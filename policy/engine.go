@@ -78,8 +78,15 @@ type Status struct {
 	Decision sluice.Decision
 }
 
-// Option configures an Engine.
-type Option func(*engineConfig) error
+// Option configures an Engine; the With functions of this package create
+// them.
+type Option interface {
+	apply(*engineConfig) error
+}
+
+type optionFunc func(*engineConfig) error
+
+func (f optionFunc) apply(c *engineConfig) error { return f(c) }
 
 type engineConfig struct {
 	opts      []sluice.Option
@@ -91,20 +98,20 @@ type engineConfig struct {
 // WithStore makes the engine keep its buckets in st; without it they are
 // in the process-wide memory store.
 func WithStore(st ratelimit.Store) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		c.opts = append(c.opts, sluice.WithStore(st))
 		return nil
-	}
+	})
 }
 
 // WithObserver calls fn after every rule's decision, as sluice.WithObserver
 // does. A request whose shadow rules denied while its enforced rules
 // admitted is decided twice (see docs/policy.md), and fn sees both.
 func WithObserver(fn func(ctx context.Context, key string, d sluice.Decision, err error)) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		c.opts = append(c.opts, sluice.WithObserver(fn))
 		return nil
-	}
+	})
 }
 
 // WithSink sends every denial, shadow denials included, to s through a
@@ -112,37 +119,37 @@ func WithObserver(fn func(ctx context.Context, key string, d sluice.Decision, er
 // waits for s, and a full queue drops the violation and counts it
 // (Engine.DroppedViolations). Close the engine to flush the queue.
 func WithSink(s Sink) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		if s == nil {
 			return fmt.Errorf("%w: nil sink", sluice.ErrInvalid)
 		}
 		c.sink = s
 		return nil
-	}
+	})
 }
 
 // WithQueueSize sets how many violations wait for the sink before new
 // ones are dropped; the default is 4096.
 func WithQueueSize(n int) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		if n < 1 {
 			return fmt.Errorf("%w: queue size %d below 1", sluice.ErrInvalid, n)
 		}
 		c.queueSize = n
 		return nil
-	}
+	})
 }
 
 // WithLogger sets where the engine logs sink failures; slog.Default()
 // without it.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		if l == nil {
 			return fmt.Errorf("%w: nil logger", sluice.ErrInvalid)
 		}
 		c.logger = l
 		return nil
-	}
+	})
 }
 
 // New returns an Engine enforcing set. Errors wrap sluice.ErrInvalid.
@@ -155,7 +162,7 @@ func New(set *Set, opts ...Option) (*Engine, error) {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", sluice.ErrInvalid)
 		}
-		if err := o(&e.cfg); err != nil {
+		if err := o.apply(&e.cfg); err != nil {
 			return nil, err
 		}
 	}
