@@ -255,7 +255,7 @@ type selected struct {
 	status int // index in Result.Statuses
 	rule   *rule
 	key    string
-	v      variant
+	v      *variant
 	// undecided: a deny-list rule denied the request before the store
 	// was asked, so this rule has no decision.
 	undecided bool
@@ -297,8 +297,8 @@ func (e *Engine) Decide(ctx context.Context, domain string, descriptors []Descri
 		if r == nil {
 			continue
 		}
-		v := r.base
-		if pv, ok := r.plans[plan]; ok && plan != "" {
+		v := &r.base
+		if pv := r.plans[plan]; pv != nil && plan != "" {
 			v = pv
 		}
 		sel = append(sel, selected{status: i, rule: r, key: key, v: v})

@@ -67,7 +67,7 @@ type rule struct {
 	replaces []string
 	shadow   bool
 	base     variant
-	plans    map[string]variant
+	plans    map[string]*variant
 	sluice   sluice.Rule
 }
 
@@ -407,9 +407,9 @@ func (b *setBuilder) rule(d *DescriptorConfig, ident, f string) (*rule, error) {
 		}
 		v.plan = plan
 		if r.plans == nil {
-			r.plans = map[string]variant{}
+			r.plans = map[string]*variant{}
 		}
-		r.plans[plan] = v
+		r.plans[plan] = &v
 	}
 	limit := r.base.limit
 	if r.base.blocked {
