@@ -317,9 +317,11 @@ func (e *Engine) Decide(ctx context.Context, domain string, descriptors []Descri
 	return res, err
 }
 
-// dropReplaced removes the rules another selected rule replaces.
+// dropReplaced removes the rules another selected rule replaces. A rule
+// replaced in turn still replaces others, as in envoy.
 func dropReplaced(sel []selected) []selected {
-	out := sel[:0]
+	var dropBuf [8]bool
+	drop := dropBuf[:0]
 	for _, s := range sel {
 		replaced := false
 		for _, o := range sel {
@@ -328,7 +330,11 @@ func dropReplaced(sel []selected) []selected {
 				break
 			}
 		}
-		if !replaced {
+		drop = append(drop, replaced)
+	}
+	out := sel[:0]
+	for i, s := range sel {
+		if !drop[i] {
 			out = append(out, s)
 		}
 	}

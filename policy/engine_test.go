@@ -606,3 +606,22 @@ descriptors:
 		t.Fatalf("user v: %d, want 2 (a bucket per user)", got)
 	}
 }
+
+// TestReplacedRulesStillReplace pins envoy's rule that a replaced rule's
+// own replaces still apply, whatever the order of the descriptors.
+func TestReplacedRulesStillReplace(t *testing.T) {
+	e := memEngine(t, newClock(), `
+domain: api
+descriptors:
+  - key: a
+    rate_limit: {name: a, unit: minute, requests_per_unit: 1, replaces: [c]}
+  - key: b
+    rate_limit: {name: b, unit: minute, requests_per_unit: 5}
+  - key: c
+    rate_limit: {name: c, unit: minute, requests_per_unit: 5, replaces: [a]}
+`)
+	res := decide(t, e, "api", 1, desc("a", "x"), desc("b", "x"), desc("c", "x"))
+	if res.Statuses[0].Matched || !res.Statuses[1].Matched || res.Statuses[2].Matched {
+		t.Fatalf("statuses %+v: want a and c replaced by each other, b decided", res.Statuses)
+	}
+}
