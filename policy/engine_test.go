@@ -625,3 +625,31 @@ descriptors:
 		t.Fatalf("statuses %+v: want a and c replaced by each other, b decided", res.Statuses)
 	}
 }
+
+// TestKeysOfSeveralValuesNeverCollide checks that values joined into one
+// bucket key cannot be confused by moving a separator between them.
+func TestKeysOfSeveralValuesNeverCollide(t *testing.T) {
+	e := memEngine(t, newClock(), `
+domain: api
+descriptors:
+  - key: user
+    descriptors:
+      - key: endpoint
+        rate_limit: 1/minute
+        descriptors:
+          - key: method
+            rate_limit: 1/minute
+`)
+	for _, d := range []policy.Descriptor{
+		desc("user", "a:1", "endpoint", "b"),
+		desc("user", "a", "endpoint", "1:b"),
+		desc("user", "3:a", "endpoint", "b"),
+		desc("user", "a", "endpoint", "b", "method", "GET"),
+		desc("user", "a", "endpoint", "b", "method", "POST"),
+		desc("user", "a", "endpoint", "bmethod", "method", "GET"),
+	} {
+		if got := admitted(t, e, "api", 2, d); got != 1 {
+			t.Errorf("%v: %d admitted, want 1 (a bucket of its own)", d, got)
+		}
+	}
+}
