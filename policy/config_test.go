@@ -18,6 +18,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad YAML", "domain: [x\n", `policy: bad.yaml:1: bad YAML: yaml: line 1: did not find expected ',' or ']'`},
 		{"not a mapping", "- a\n", `policy: bad.yaml:1: want a mapping, have a list`},
 		{"empty document", "", `policy: bad.yaml: empty document`},
+		{"two documents", "domain: a\n---\ndomain: b\n", `policy: bad.yaml:2: a second YAML document: a file holds one domain`},
+		{"bad second document", "domain: a\n---\ndomain: [\n", `policy: bad.yaml:3: bad YAML: yaml: line 3: did not find expected node content`},
 		{"no domain", "descriptors: []\n", `policy: bad.yaml:1: domain: empty domain`},
 		{"empty domain", "domain: \"\"\n", `policy: bad.yaml:1: domain: empty domain`},
 		{"unknown top field", "domain: d\ndescriptor: []\n", `policy: bad.yaml:2: descriptor: unknown field`},
