@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -447,6 +448,9 @@ descriptors:
 	if _, err := e.Decide(context.Background(), "api", []policy.Descriptor{desc("ip", "i")}, 1); err != nil {
 		t.Fatal(err)
 	}
+	if e.Set() == nil || len(e.Set().Rules()) != 1 {
+		t.Fatalf("Set() after the swaps: %v", e.Set().Rules())
+	}
 	if err := e.Swap(nil); !errors.Is(err, sluice.ErrInvalid) {
 		t.Fatalf("Swap(nil) = %v", err)
 	}
@@ -467,6 +471,8 @@ func TestDecideErrors(t *testing.T) {
 		{"messaging", []policy.Descriptor{{{Key: "", Value: "x"}}}, 1, sluice.ErrInvalid},
 		{"messaging", []policy.Descriptor{{{Key: "to_number", Value: ""}}}, 1, sluice.ErrInvalid},
 		{"messaging", []policy.Descriptor{desc("to_number", "1")}, -1, sluice.ErrInvalid},
+		{"messaging", []policy.Descriptor{desc("to_number", "1")}, ratelimit.MaxCost + 1, sluice.ErrInvalid},
+		{"messaging", []policy.Descriptor{desc("to_number", strings.Repeat("x", ratelimit.MaxKeyLen+1))}, 1, sluice.ErrInvalid},
 	}
 	for _, c := range cases {
 		if _, err := e.Decide(ctx, c.domain, c.ds, c.hits); !errors.Is(err, c.want) {
