@@ -39,6 +39,7 @@ type watchOptionFunc func(*watchConfig)
 func (f watchOptionFunc) apply(c *watchConfig) { f(c) }
 
 type watchConfig struct {
+	poll     time.Duration
 	debounce time.Duration
 	onReload func(Reload)
 	logger   *slog.Logger
@@ -49,6 +50,14 @@ type watchConfig struct {
 // several steps. The default is 100 ms.
 func WithDebounce(d time.Duration) WatchOption {
 	return watchOptionFunc(func(c *watchConfig) { c.debounce = d })
+}
+
+// WithPollInterval also reloads every d, whatever the events: a safety net
+// for file systems whose changes inotify does not see (network file
+// systems, a file changed through a hard link elsewhere). Unchanged files
+// cost a read and a hash. 0, the default, polls never.
+func WithPollInterval(d time.Duration) WatchOption {
+	return watchOptionFunc(func(c *watchConfig) { c.poll = d })
 }
 
 // OnReload calls fn after every reload attempt that found the files
@@ -91,8 +100,8 @@ func Watch(ctx context.Context, path string, e *Engine, opts ...WatchOption) (*W
 		}
 		o.apply(&w.cfg)
 	}
-	if w.cfg.debounce < 0 || w.cfg.logger == nil {
-		return nil, fmt.Errorf("%w: negative debounce or nil logger", sluice.ErrInvalid)
+	if w.cfg.debounce < 0 || w.cfg.poll < 0 || w.cfg.logger == nil {
+		return nil, fmt.Errorf("%w: negative debounce or poll interval, or nil logger", sluice.ErrInvalid)
 	}
 	dir := path
 	info, err := os.Stat(path)
@@ -137,8 +146,13 @@ func (w *Watcher) run(ctx context.Context) {
 	defer close(w.done)
 	defer w.once.Do(func() { _ = w.fs.Close() })
 	var timer *time.Timer
-	var fire <-chan time.Time
+	var fire, poll <-chan time.Time
 	var first time.Time
+	if w.cfg.poll > 0 {
+		ticker := time.NewTicker(w.cfg.poll)
+		defer ticker.Stop()
+		poll = ticker.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -146,6 +160,10 @@ func (w *Watcher) run(ctx context.Context) {
 				timer.Stop()
 			}
 			return
+		case now := <-poll:
+			if first.IsZero() { // an event's reload is due anyway
+				w.reload(now)
+			}
 		case _, ok := <-w.fs.Events:
 			if !ok {
 				return

@@ -134,3 +134,38 @@ func TestWatchConfigMapSwap(t *testing.T) {
 		t.Fatalf("after the swap: %+v, want 7/minute", res)
 	}
 }
+
+// TestWatchPollsWhatInotifyMisses changes the rules through a hard link
+// in another directory, which the watched directory hears nothing of:
+// only the poll finds the change.
+func TestWatchPollsWhatInotifyMisses(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "api.yaml")
+	writeAtomic(t, path, rules(5))
+	link := filepath.Join(elsewhere, "link.yaml")
+	if err := os.Link(path, link); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	e := memEngine(t, newClock(), rules(5))
+	reloads := make(chan policy.Reload, 16)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w, err := policy.Watch(context.Background(), dir, e, policy.WithPollInterval(20*time.Millisecond),
+		policy.OnReload(func(r policy.Reload) { reloads <- r }), policy.WithWatchLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	f, err := os.OpenFile(link, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(rules(9)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := awaitReload(t, reloads); r.Err != nil || decide(t, e, "api", 0, desc("user", "u")).Statuses[0].Decision.Limit.Count != 9 {
+		t.Fatalf("reload %+v: want 9/minute in force", r)
+	}
+}
