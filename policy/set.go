@@ -82,12 +82,16 @@ type variant struct {
 // node is one level of a domain's descriptor tree.
 type node struct {
 	children map[string]*keyLevels // by entry key
-	variable bool                  // the entry's value is part of the bucket key
+	// keys is children as a list while it is short: scanning a few keys
+	// is cheaper than hashing one, and most levels have a few.
+	keys     []*keyLevels
+	variable bool // the entry's value is part of the bucket key
 	rule     *rule
 }
 
 // keyLevels are the levels under one node for one entry key.
 type keyLevels struct {
+	key   string
 	exact map[string]*node // by value
 	wild  []wildcard       // most specific first
 	any   *node            // the level without a value
@@ -119,7 +123,17 @@ func (w *wildcard) matches(v string) bool {
 // child returns the level e matches under n: the exact key and value,
 // else the most specific wildcard, else the key alone.
 func (n *node) child(e Entry) *node {
-	k := n.children[e.Key]
+	var k *keyLevels
+	if n.children != nil {
+		k = n.children[e.Key]
+	} else {
+		for _, c := range n.keys {
+			if c.key == e.Key {
+				k = c
+				break
+			}
+		}
+	}
 	if k == nil {
 		return nil
 	}
@@ -257,14 +271,7 @@ func (b *setBuilder) addLevel(parent *node, ds []DescriptorConfig, path, field s
 		}
 		n := &node{}
 		ident := path + "." + d.Key
-		if parent.children == nil {
-			parent.children = map[string]*keyLevels{}
-		}
-		k := parent.children[d.Key]
-		if k == nil {
-			k = &keyLevels{}
-			parent.children[d.Key] = k
-		}
+		k := parent.levels(d.Key)
 		switch {
 		case strings.Contains(d.Value, "*"):
 			for _, o := range k.wild {
@@ -315,6 +322,27 @@ func (b *setBuilder) addLevel(parent *node, ds []DescriptorConfig, path, field s
 		}
 	}
 	return nil
+}
+
+// maxListedKeys is the most child keys a node scans before it hashes.
+const maxListedKeys = 8
+
+// levels returns the levels under n for key, adding them if new.
+func (n *node) levels(key string) *keyLevels {
+	for _, k := range n.keys {
+		if k.key == key {
+			return k
+		}
+	}
+	k := &keyLevels{key: key}
+	n.keys = append(n.keys, k)
+	if len(n.keys) > maxListedKeys {
+		n.children = make(map[string]*keyLevels, len(n.keys))
+		for _, c := range n.keys {
+			n.children[c.key] = c
+		}
+	}
+	return k
 }
 
 // line returns the source line of field, else of its closest enclosing
