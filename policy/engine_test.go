@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -657,5 +658,22 @@ descriptors:
 		if got := admitted(t, e, "api", 2, d); got != 1 {
 			t.Errorf("%v: %d admitted, want 1 (a bucket of its own)", d, got)
 		}
+	}
+}
+
+func TestManyKeysAtOneLevel(t *testing.T) {
+	text := "domain: api\ndescriptors:\n"
+	for i := range 12 {
+		text += "  - key: k" + strconv.Itoa(i) + "\n    rate_limit: " + strconv.Itoa(i+1) + "/minute\n"
+	}
+	e := memEngine(t, newClock(), text)
+	for i := range 12 {
+		res := decide(t, e, "api", 0, desc("k"+strconv.Itoa(i), "v"))
+		if st := res.Statuses[0]; !st.Matched || st.Decision.Limit.Count != int64(i+1) {
+			t.Fatalf("k%d: %+v, want its %d/minute rule", i, st, i+1)
+		}
+	}
+	if res := decide(t, e, "api", 0, desc("k12", "v")); res.Statuses[0].Matched {
+		t.Fatal("k12 matched")
 	}
 }
