@@ -148,6 +148,10 @@ func TestLoadDirectory(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("duplicate domain across files: %v\nwant %s", err, want)
 	}
+	empty := t.TempDir()
+	if _, err := policy.Load(empty); err == nil || err.Error() != "policy: "+empty+": no *.yaml or *.yml file in the directory" {
+		t.Fatalf("an empty directory: %v", err)
+	}
 	if _, err := policy.Load(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing path: %v", err)
 	}

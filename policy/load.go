@@ -20,8 +20,8 @@ import (
 // Load reads the rule set at path: one YAML file, or a directory whose
 // *.yaml and *.yml files (not its subdirectories, not names starting with
 // '.') each hold one domain, as envoyproxy/ratelimit lays them out. A
-// domain defined twice is an error. Errors are a *ConfigError, or the
-// file system's error.
+// domain defined twice is an error, and so is a directory without such
+// files. Errors are a *ConfigError, or the file system's error.
 func Load(path string) (*Set, error) {
 	set, _, err := load(path)
 	return set, err
@@ -86,6 +86,11 @@ func configFiles(path string) ([]string, error) {
 		if st.Mode().IsRegular() {
 			files = append(files, full)
 		}
+	}
+	if len(files) == 0 {
+		// Refused rather than read as no rules: a directory caught between
+		// a delete and a write must not switch every limit off.
+		return nil, &ConfigError{File: path, Err: errors.New("no *.yaml or *.yml file in the directory")}
 	}
 	slices.Sort(files)
 	return files, nil
