@@ -1,0 +1,141 @@
+package pgrules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// Watch keeps apply fed with the table's rules until ctx ends, and then
+// returns nil. Pass the engine's Swap:
+//
+//	go src.Watch(ctx, engine.Swap)
+//
+// It borrows one connection from the pool for LISTEN (taken out of the
+// pool for good, so its queued notifications never reach another user) and
+// reloads on every notification the table's trigger sends, that is when a
+// writing transaction commits. Each time it (re)starts listening it reloads
+// first, so nothing committed while it was not listening is missed. When
+// the connection fails, or a ping every poll interval does not answer, it
+// falls back to polling: it reloads every poll interval and tries to listen
+// again each time.
+//
+// A reload reads every active row; when they differ from the last rows it
+// tried, it converts and validates them (Source.Load) and calls apply. A
+// refused reload (a bad row, apply's error) leaves the rules in force as
+// they are, is logged, and is reported to the WithReloadHook function,
+// which also hears of every successful one.
+func (s *Source) Watch(ctx context.Context, apply func(*policy.Set) error) error {
+	if apply == nil {
+		return fmt.Errorf("%w: pgrules: nil apply function", sluice.ErrInvalid)
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		err := s.listen(ctx, apply)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.cfg.logger.Warn("pgrules: not listening for rule changes; polling", "channel", s.cfg.channel,
+			"interval", s.cfg.pollInterval, "error", err)
+		s.reload(ctx, apply)
+		timer.Reset(s.cfg.pollInterval)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+	}
+}
+
+// listen LISTENs on a connection of its own, reloads, and then reloads on
+// every notification until the connection fails or ctx ends.
+func (s *Source) listen(ctx context.Context, apply func(*policy.Set) error) error {
+	conn, err := s.listenConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx) // the connection may already be broken
+	}()
+	s.reload(ctx, apply)
+	for {
+		waitCtx, cancel := context.WithTimeout(ctx, s.cfg.pollInterval)
+		_, err := conn.WaitForNotification(waitCtx)
+		cancel()
+		switch {
+		case err == nil:
+			s.reload(ctx, apply)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
+			// A quiet poll interval: prove the connection still carries
+			// notifications (a dead peer sends no error).
+			pingCtx, cancel := s.cfg.withTimeout(ctx)
+			err = conn.Ping(pingCtx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// dialListener borrows a connection, takes it out of the pool and LISTENs
+// on it.
+func (s *Source) dialListener(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := s.cfg.withTimeout(ctx)
+	defer cancel()
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn := pc.Hijack()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.cfg.channel}.Sanitize()); err != nil {
+		_ = conn.Close(ctx)
+		return nil, err
+	}
+	return conn, nil
+}
+
+// reload reads the rules and applies them if they changed since the last
+// attempt, logging and reporting the outcome.
+func (s *Source) reload(ctx context.Context, apply func(*policy.Set) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows, err := s.readRows(ctx)
+	if err == nil {
+		fp := fingerprint(rows)
+		if s.tried && fp == s.lastTried {
+			return
+		}
+		s.tried, s.lastTried = true, fp
+		var set *policy.Set
+		if set, err = s.convert(rows); err == nil {
+			if err = apply(set); err != nil {
+				err = fmt.Errorf("pgrules: apply: %w", err)
+			}
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		s.cfg.logger.Error("pgrules: rules not reloaded; the rules in force stay", "error", err)
+	} else {
+		s.cfg.logger.Info("pgrules: rules reloaded", "rows", len(rows))
+	}
+	if s.cfg.onReload != nil {
+		s.cfg.onReload(err)
+	}
+}
