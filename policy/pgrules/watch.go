@@ -91,6 +91,9 @@ func (s *Source) listen(ctx context.Context, apply func(*policy.Set) error) erro
 	}
 }
 
+// listenerName is the application_name of the listening session.
+const listenerName = "'sluice policy/pgrules listener'"
+
 // dialListener borrows a connection, takes it out of the pool and LISTENs
 // on it.
 func (s *Source) dialListener(ctx context.Context) (*pgx.Conn, error) {
@@ -101,7 +104,9 @@ func (s *Source) dialListener(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	conn := pc.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.cfg.channel}.Sanitize()); err != nil {
+	// The application name shows operators which session listens.
+	_, err = conn.Exec(ctx, "SET application_name = "+listenerName+"; LISTEN "+pgx.Identifier{s.cfg.channel}.Sanitize())
+	if err != nil {
 		_ = conn.Close(ctx)
 		return nil, err
 	}
