@@ -103,7 +103,9 @@ func TestWatchNotify(t *testing.T) {
 	// A bad row: refused with its id and column, old rules in force.
 	before := e.Set()
 	for len(reloads) > 0 {
-		<-reloads
+		if err := <-reloads; err != nil {
+			t.Fatalf("reload of a good change: %v", err)
+		}
 	}
 	bad := f.insert(t, "descriptor, requests_per_unit, unit, algorithm", `[{"key":"path"}]`, 1, "minute", "magic")
 	err := nextReload(t, reloads)
