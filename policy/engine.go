@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -414,7 +415,7 @@ func (e *Engine) report(domain string, descriptors []Descriptor, sel []selected,
 			Domain:     domain,
 			Rule:       s.rule.name,
 			Key:        s.key,
-			Descriptor: descriptors[s.status],
+			Descriptor: slices.Clone(descriptors[s.status]), // the caller's may be reused
 			Plan:       s.v.plan,
 			Hits:       hits,
 			Limit:      st.Decision.Limit,

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,23 +21,36 @@ import (
 // domain defined twice is an error. Errors are a *ConfigError, or the
 // file system's error.
 func Load(path string) (*Set, error) {
+	set, _, err := load(path)
+	return set, err
+}
+
+// load is Load returning also a digest of the files' names and contents,
+// by which Watch skips reloads that change nothing.
+func load(path string) (*Set, [sha256.Size]byte, error) {
+	var digest [sha256.Size]byte
 	files, err := configFiles(path)
 	if err != nil {
-		return nil, err
+		return nil, digest, err
 	}
+	h := sha256.New()
 	configs := make([]Config, 0, len(files))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return nil, digest, err
 		}
+		fmt.Fprintf(h, "%d:%s%d:", len(f), f, len(data))
+		h.Write(data)
 		c, err := Parse(f, data)
 		if err != nil {
-			return nil, err
+			return nil, digest, err
 		}
 		configs = append(configs, c)
 	}
-	return NewSet(configs...)
+	set, err := NewSet(configs...)
+	h.Sum(digest[:0])
+	return set, digest, err
 }
 
 // configFiles lists the YAML files of path, sorted.

@@ -81,14 +81,20 @@ type variant struct {
 
 // node is one level of a domain's descriptor tree.
 type node struct {
-	exact    map[Entry]*node
-	byKey    map[string]*node
-	wild     map[string][]wildcard // by key, most specific first
+	children map[string]*keyLevels // by entry key
 	variable bool                  // the entry's value is part of the bucket key
 	rule     *rule
 }
 
+// keyLevels are the levels under one node for one entry key.
+type keyLevels struct {
+	exact map[string]*node // by value
+	wild  []wildcard       // most specific first
+	any   *node            // the level without a value
+}
+
 type wildcard struct {
+	pattern string
 	parts   []string // the pattern split at '*'
 	literal int      // characters outside '*': more is more specific
 	node    *node
@@ -113,15 +119,19 @@ func (w *wildcard) matches(v string) bool {
 // child returns the level e matches under n: the exact key and value,
 // else the most specific wildcard, else the key alone.
 func (n *node) child(e Entry) *node {
-	if c := n.exact[e]; c != nil {
+	k := n.children[e.Key]
+	if k == nil {
+		return nil
+	}
+	if c := k.exact[e.Value]; c != nil {
 		return c
 	}
-	for i := range n.wild[e.Key] {
-		if w := &n.wild[e.Key][i]; w.matches(e.Value) {
+	for i := range k.wild {
+		if w := &k.wild[i]; w.matches(e.Value) {
 			return w.node
 		}
 	}
-	return n.byKey[e.Key]
+	return k.any
 }
 
 // match returns the rule desc selects in the domain rooted at root, its
@@ -131,7 +141,8 @@ func (n *node) child(e Entry) *node {
 func match(root *node, desc Descriptor) (r *rule, key, plan string) {
 	n := root
 	vars, first := 0, ""
-	var b []byte
+	var buf [128]byte
+	b := buf[:0]
 	for _, e := range desc {
 		c := n.child(e)
 		if c == nil {
@@ -246,41 +257,40 @@ func (b *setBuilder) addLevel(parent *node, ds []DescriptorConfig, path, field s
 		}
 		n := &node{}
 		ident := path + "." + d.Key
+		if parent.children == nil {
+			parent.children = map[string]*keyLevels{}
+		}
+		k := parent.children[d.Key]
+		if k == nil {
+			k = &keyLevels{}
+			parent.children[d.Key] = k
+		}
 		switch {
 		case strings.Contains(d.Value, "*"):
-			parts := strings.Split(d.Value, "*")
-			w := wildcard{parts: parts, literal: len(d.Value) - len(parts) + 1, node: n}
-			if parent.wild == nil {
-				parent.wild = map[string][]wildcard{}
-			}
-			for _, o := range parent.wild[d.Key] {
-				if strings.Join(o.parts, "*") == d.Value {
+			for _, o := range k.wild {
+				if o.pattern == d.Value {
 					return b.errorf(d.Line, f, "duplicate descriptor key %q value %q", d.Key, d.Value)
 				}
 			}
-			ws := append(parent.wild[d.Key], w)
-			slices.SortStableFunc(ws, func(a, b wildcard) int { return b.literal - a.literal })
-			parent.wild[d.Key] = ws
+			parts := strings.Split(d.Value, "*")
+			k.wild = append(k.wild, wildcard{pattern: d.Value, parts: parts, literal: len(d.Value) - len(parts) + 1, node: n})
+			slices.SortStableFunc(k.wild, func(a, b wildcard) int { return b.literal - a.literal })
 			n.variable = !d.ShareThreshold
 			ident += "_" + d.Value
 		case d.Value != "":
-			e := Entry{d.Key, d.Value}
-			if parent.exact[e] != nil {
+			if k.exact[d.Value] != nil {
 				return b.errorf(d.Line, f, "duplicate descriptor key %q value %q", d.Key, d.Value)
 			}
-			if parent.exact == nil {
-				parent.exact = map[Entry]*node{}
+			if k.exact == nil {
+				k.exact = map[string]*node{}
 			}
-			parent.exact[e] = n
+			k.exact[d.Value] = n
 			ident += "_" + d.Value
 		default:
-			if parent.byKey[d.Key] != nil {
+			if k.any != nil {
 				return b.errorf(d.Line, f, "duplicate descriptor key %q", d.Key)
 			}
-			if parent.byKey == nil {
-				parent.byKey = map[string]*node{}
-			}
-			parent.byKey[d.Key] = n
+			k.any = n
 			n.variable = true
 		}
 		if d.ShareThreshold && !strings.Contains(d.Value, "*") {

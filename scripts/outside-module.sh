@@ -18,7 +18,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 # The recipe's module directories, relative to the clone.
-library_modules=(. backends/redisstore backends/pgstore cluster conformance)
+library_modules=(. backends/redisstore backends/pgstore cluster conformance policy)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-outside.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -56,6 +56,7 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	_ "github.com/sluicehq/sluice/policy"
 )
 
 func main() {

@@ -10,6 +10,7 @@ require (
 	github.com/sluicehq/sluice/backends/redisstore v0.1.0
 	github.com/sluicehq/sluice/cluster v0.1.0
 	github.com/sluicehq/sluice/conformance v0.1.0
+	github.com/sluicehq/sluice/policy v0.1.0
 	github.com/testcontainers/testcontainers-go v0.44.0
 	github.com/testcontainers/testcontainers-go/modules/postgres v0.44.0
 	github.com/testcontainers/testcontainers-go/modules/redis v0.44.0
@@ -34,6 +35,7 @@ require (
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/ebitengine/purego v0.10.1 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-ole/go-ole v1.3.0 // indirect
@@ -79,7 +81,7 @@ require (
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
@@ -91,6 +93,7 @@ replace (
 	github.com/sluicehq/sluice/backends/redisstore => ../../backends/redisstore
 	github.com/sluicehq/sluice/cluster => ../../cluster
 	github.com/sluicehq/sluice/conformance => ..
+	github.com/sluicehq/sluice/policy => ../../policy
 )
 
 require github.com/sluicehq/sluice v0.1.0
