@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
 )
 
 // Table names and defaults. The table names are the seeds' and fixed; the
@@ -50,7 +51,7 @@ type config struct {
 	pollInterval time.Duration
 	timeout      time.Duration
 	logger       *slog.Logger
-	onReload     func(error)
+	onReload     func(policy.Reload)
 }
 
 // WithSchema places both tables (and the trigger functions) in schema name
@@ -80,11 +81,12 @@ func WithTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c
 // slog.Default()).
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
-// WithReloadHook makes Watch call f after every reload attempt it makes,
-// with nil when the new rules took effect or were unchanged, or the error
-// that kept the old ones in force. f runs on Watch's goroutine and must
-// not block.
-func WithReloadHook(f func(error)) Option { return optionFunc(func(c *config) { c.onReload = f }) }
+// OnReload makes Watch call fn after every reload attempt that found the
+// rows changed, or could not read them: with the set put in force, or
+// the error that kept the rules in force as they were. Delay runs from
+// the notification (or poll) to the set in force, reading and validating
+// included. fn runs on Watch's goroutine and must not block.
+func OnReload(fn func(policy.Reload)) Option { return optionFunc(func(c *config) { c.onReload = fn }) }
 
 func newConfig(opts []Option) (config, error) {
 	c := config{

@@ -29,8 +29,8 @@ import (
 // A reload reads every active row; when they differ from the last rows it
 // tried, it converts and validates them (Source.Load) and calls apply. A
 // refused reload (a bad row, apply's error) leaves the rules in force as
-// they are, is logged, and is reported to the WithReloadHook function,
-// which also hears of every successful one.
+// they are, is logged, and is reported to the OnReload function, which
+// also hears of every successful one.
 func (s *Source) Watch(ctx context.Context, apply func(*policy.Set) error) error {
 	if apply == nil {
 		return fmt.Errorf("%w: pgrules: nil apply function", sluice.ErrInvalid)
@@ -116,8 +116,10 @@ func (s *Source) dialListener(ctx context.Context) (*pgx.Conn, error) {
 // reload reads the rules and applies them if they changed since the last
 // attempt, logging and reporting the outcome.
 func (s *Source) reload(ctx context.Context, apply func(*policy.Set) error) {
+	noticed := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var set *policy.Set
 	rows, err := s.readRows(ctx)
 	if err == nil {
 		fp := fingerprint(rows)
@@ -125,10 +127,9 @@ func (s *Source) reload(ctx context.Context, apply func(*policy.Set) error) {
 			return
 		}
 		s.tried, s.lastTried = true, fp
-		var set *policy.Set
 		if set, err = s.convert(rows); err == nil {
 			if err = apply(set); err != nil {
-				err = fmt.Errorf("pgrules: apply: %w", err)
+				set, err = nil, fmt.Errorf("pgrules: apply: %w", err)
 			}
 		}
 	}
@@ -141,6 +142,6 @@ func (s *Source) reload(ctx context.Context, apply func(*policy.Set) error) {
 		s.cfg.logger.Info("pgrules: rules reloaded", "rows", len(rows))
 	}
 	if s.cfg.onReload != nil {
-		s.cfg.onReload(err)
+		s.cfg.onReload(policy.Reload{Set: set, Err: err, Delay: time.Since(noticed)})
 	}
 }

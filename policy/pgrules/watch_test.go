@@ -19,9 +19,12 @@ import (
 func watching(t *testing.T, f *fixture, e *policy.Engine, opts ...Option) (*Source, <-chan error) {
 	t.Helper()
 	reloads := make(chan error, 1000)
-	src := f.source(t, append(opts, WithReloadHook(func(err error) {
+	src := f.source(t, append(opts, OnReload(func(r policy.Reload) {
+		if (r.Set == nil) == (r.Err == nil) {
+			t.Errorf("reload reported with set %p and error %v: want exactly one", r.Set, r.Err)
+		}
 		select {
-		case reloads <- err:
+		case reloads <- r.Err:
 		default:
 		}
 	}))...)
