@@ -5,18 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluicehq/sluice/conformance/e2e/testenv"
 	"github.com/sluicehq/sluice/policy"
 )
-
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // fixture is one test's tables: a schema and a NOTIFY channel of its own
 // on a shared server, so tests run in parallel; and a domain of its own,

@@ -5,13 +5,11 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/conformance/e2e/testenv"
 )
 
 func TestMigrateIdempotent(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testenv.Postgres(t).DSN) // migrated once
+	f := newFixture(t, needPG(t)) // migrated once
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {

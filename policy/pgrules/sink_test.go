@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluicehq/sluice/conformance/e2e/testenv"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -33,7 +32,7 @@ func (g *gatedPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
 // a Sink writing through a closed gate.
 func violationEngine(t *testing.T, queue int) (*fixture, *gatedPool, *Sink, *policy.Engine) {
 	t.Helper()
-	f := newFixture(t, testenv.Postgres(t).DSN)
+	f := newFixture(t, needPG(t))
 	f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 1, "minute")
 	gp := &gatedPool{Pool: f.pool, gate: make(chan struct{})}
 	sink, err := NewSink(gp, f.opts...)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/conformance/e2e/testenv"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -14,7 +13,7 @@ import (
 // decides them on the memory store.
 func TestLoadDecides(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testenv.Postgres(t).DSN)
+	f := newFixture(t, needPG(t))
 	cols := "descriptor, requests_per_unit, unit"
 	f.insert(t, cols, `[{"key":"remote_address"}]`, 3, "minute")                                  // per IP
 	f.insert(t, cols+", is_active", `[{"key":"remote_address"}]`, 100, "minute", false)           // inactive: ignored
@@ -70,7 +69,7 @@ func TestLoadDecides(t *testing.T) {
 // TestLoadReplaces: a rule switches off another one it names.
 func TestLoadReplaces(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testenv.Postgres(t).DSN)
+	f := newFixture(t, needPG(t))
 	cols := "descriptor, requests_per_unit, unit, name"
 	f.insert(t, cols, `[{"key":"remote_address"}]`, 1, "minute", "per_ip")
 	f.insert(t, cols+", replaces", `[{"key":"user","value":"vip"}]`, 3, "minute", "vip", []string{"per_ip"})
@@ -95,7 +94,7 @@ func TestLoadReplaces(t *testing.T) {
 // table, the row's id and the column.
 func TestLoadRefusesBadRows(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Postgres(t)
+	dsn := needPG(t)
 	cols := "descriptor, requests_per_unit, unit"
 	for _, c := range []struct {
 		name string
@@ -167,7 +166,7 @@ func TestLoadRefusesBadRows(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, srv.DSN)
+			f := newFixture(t, dsn)
 			id := c.rows(t, f)
 			_, err := f.source(t).Load(t.Context())
 			var ce *policy.ConfigError

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/conformance/e2e/testenv"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -77,7 +76,7 @@ func waitLimit(t *testing.T, e *policy.Engine, domain string, d policy.Descripto
 // from COMMIT to the new limit deciding is logged.
 func TestWatchNotify(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testenv.Postgres(t).DSN)
+	f := newFixture(t, needPG(t))
 	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 5, "minute")
 	user := desc("user", "u1")
 	e := f.engine(t, f.source(t))
@@ -157,7 +156,7 @@ func TestWatchNotify(t *testing.T) {
 // interval and keeps trying to listen.
 func TestWatchPolls(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testenv.Postgres(t).DSN)
+	f := newFixture(t, needPG(t))
 	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 5, "minute")
 	user := desc("user", "u1")
 	e := f.engine(t, f.source(t))
@@ -180,8 +179,13 @@ func TestWatchPolls(t *testing.T) {
 // TestWatchReconnects: a killed listening connection and a restarted
 // server are survived; changes made meanwhile arrive.
 func TestWatchReconnects(t *testing.T) {
-	srv := testenv.NewPostgres(t)
-	f := newFixture(t, srv.DSN)
+	needOwnServer(t)
+	srv, err := startPG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.remove) // after the fixture's cleanup
+	f := newFixture(t, srv.dsn())
 	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 5, "minute")
 	user := desc("user", "u1")
 	e := f.engine(t, f.source(t))
@@ -213,10 +217,14 @@ func TestWatchReconnects(t *testing.T) {
 		t.Fatalf("backend %d still listening after pg_terminate_backend", pid)
 	}
 
-	// Stop is a crash: make what the test wrote durable first.
+	// Stop like a crash, having made what the test wrote durable.
 	f.exec(t, "CHECKPOINT -- %s")
-	srv.Stop(t)
-	srv.Start(t)
+	if err := srv.stopImmediate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.start(); err != nil {
+		t.Fatal(err)
+	}
 	// The pool may hand out a connection the restart broke: retry.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
