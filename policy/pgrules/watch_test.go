@@ -240,3 +240,70 @@ func TestWatchReconnects(t *testing.T) {
 	waitLimit(t, e, f.domain, user, 11)
 	listener()
 }
+
+// TestWatchPingsQuietConnection: a quiet poll interval costs a ping, not a
+// new connection.
+func TestWatchPingsQuietConnection(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, needPG(t))
+	f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 5, "minute")
+	e := f.engine(t, f.source(t))
+	src, reloads := watching(t, f, e, WithPollInterval(10*time.Millisecond))
+	var dials atomic.Int64
+	src.listenConn = func(ctx context.Context) (*pgx.Conn, error) {
+		dials.Add(1)
+		return src.dialListener(ctx)
+	}
+	startWatch(t, src, e)
+	if err := nextReload(t, reloads); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the listening backend has answered 5 pings: each moves
+	// its state_change.
+	changes := map[time.Time]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(changes) < 5 {
+		var query string
+		var changed time.Time
+		err := f.pool.QueryRow(t.Context(), "SELECT query, state_change FROM pg_stat_activity WHERE application_name = "+
+			listenerName).Scan(&query, &changed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if query == "-- ping" {
+			changes[changed] = true
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pings seen in 30s", len(changes))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d listening connections over quiet poll intervals, want 1", n)
+	}
+}
+
+// TestWatchKeepsBuckets: a rule whose row changes keeps its buckets: a
+// raised limit and a new plan row give what is left, not a fresh burst.
+func TestWatchKeepsBuckets(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, needPG(t))
+	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 3, "year")
+	e := f.engine(t, f.source(t))
+	src, _ := watching(t, f, e, WithPollInterval(time.Hour))
+	startWatch(t, src, e)
+	alice, alicePro := desc("user", "alice"), desc("user", "alice", "plan", "pro")
+	if got := admitted(t, e, f.domain, alice, 5); got != 3 {
+		t.Fatalf("%d of 5 admitted under 3/year", got)
+	}
+	f.exec(t, "UPDATE %s SET requests_per_unit = 5 WHERE id = $1", id)
+	waitLimit(t, e, f.domain, alice, 5)
+	if got := admitted(t, e, f.domain, alice, 5); got != 2 {
+		t.Fatalf("%d of 5 admitted after raising 3/year to 5/year with 3 used, want 2", got)
+	}
+	f.insert(t, "descriptor, requests_per_unit, unit, plan", `[{"key":"user"}]`, 8, "year", "pro")
+	waitLimit(t, e, f.domain, alicePro, 8)
+	if got := admitted(t, e, f.domain, alicePro, 5); got != 3 {
+		t.Fatalf("%d of 5 admitted on plan pro (8/year) with 5 used, want 3", got)
+	}
+}
