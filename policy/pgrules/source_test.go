@@ -160,6 +160,10 @@ func TestLoadRefusesBadRows(t *testing.T) {
 			f.insert(t, cols+", name", `[{"key":"user"}]`, 1, "minute", "n")
 			return f.insert(t, cols+", name", `[{"key":"path"}]`, 1, "minute", "n")
 		}, column: "name", msg: `duplicate rule name "n" (also at table RateLimitRule:%d)`},
+		{name: "rule name used in two domains", rows: func(t *testing.T, f *fixture) int64 {
+			f.insert(t, "domain, "+cols+", name", f.domain+"_a", `[{"key":"user"}]`, 1, "minute", "n")
+			return f.insert(t, "domain, "+cols+", name", f.domain+"_b", `[{"key":"user"}]`, 1, "minute", "n")
+		}, column: "name", msg: `duplicate rule name "n" (also at table RateLimitRule:%d)`},
 		{name: "share_threshold without wildcard", rows: func(t *testing.T, f *fixture) int64 {
 			return f.insert(t, cols+", share_threshold", `[{"key":"path","value":"/a"}]`, 1, "minute", true)
 		}, column: "share_threshold", msg: "share_threshold needs a wildcard value (one with '*')"},
@@ -175,7 +179,8 @@ func TestLoadRefusesBadRows(t *testing.T) {
 			}
 			msg := c.msg
 			switch c.name {
-			case "duplicate descriptor", "duplicate plan", "plan row changes the algorithm", "duplicate rule name":
+			case "duplicate descriptor", "duplicate plan", "plan row changes the algorithm", "duplicate rule name",
+				"rule name used in two domains":
 				msg = fmt.Sprintf(msg, id-1)
 			case "replaces an unknown rule":
 				msg = fmt.Sprintf(msg, f.domain)

@@ -37,13 +37,21 @@ func (s *Source) Watch(ctx context.Context, apply func(*policy.Set) error) error
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	failures := 0 // consecutive failures to listen
 	for {
-		err := s.listen(ctx, apply)
+		listened, err := s.listen(ctx, apply)
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.cfg.logger.Warn("pgrules: not listening for rule changes; polling", "channel", s.cfg.channel,
-			"interval", s.cfg.pollInterval, "error", err)
+		if listened {
+			failures = 0
+		}
+		// Log when polling starts, then every 100 failed attempts.
+		if failures%100 == 0 {
+			s.cfg.logger.Warn("pgrules: not listening for rule changes; polling", "channel", s.cfg.channel,
+				"interval", s.cfg.pollInterval, "attempts", failures+1, "error", err)
+		}
+		failures++
 		s.reload(ctx, apply)
 		timer.Reset(s.cfg.pollInterval)
 		select {
@@ -55,11 +63,12 @@ func (s *Source) Watch(ctx context.Context, apply func(*policy.Set) error) error
 }
 
 // listen LISTENs on a connection of its own, reloads, and then reloads on
-// every notification until the connection fails or ctx ends.
-func (s *Source) listen(ctx context.Context, apply func(*policy.Set) error) error {
+// every notification until the connection fails or ctx ends. It reports
+// whether it got to listen.
+func (s *Source) listen(ctx context.Context, apply func(*policy.Set) error) (listened bool, err error) {
 	conn, err := s.listenConn(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -75,7 +84,7 @@ func (s *Source) listen(ctx context.Context, apply func(*policy.Set) error) erro
 		case err == nil:
 			s.reload(ctx, apply)
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return true, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
 			// A quiet poll interval: prove the connection still carries
 			// notifications (a dead peer sends no error).
@@ -83,10 +92,10 @@ func (s *Source) listen(ctx context.Context, apply func(*policy.Set) error) erro
 			err = conn.Ping(pingCtx)
 			cancel()
 			if err != nil {
-				return fmt.Errorf("ping: %w", err)
+				return true, fmt.Errorf("ping: %w", err)
 			}
 		default:
-			return err
+			return true, err
 		}
 	}
 }
