@@ -76,7 +76,12 @@ func (c *Composite) Decide(ctx context.Context, n int64, keys ...string) ([]Deci
 	if len(keys) != len(rules) {
 		return nil, fmt.Errorf("%w: %d keys for %d rules", ratelimit.ErrInvalidKey, len(keys), len(rules))
 	}
-	return c.decide(ctx, n, rules, keys, nil)
+	ds := make([]Decision, len(rules))
+	decided, err := c.decide(ctx, n, rules, keys, nil, ds)
+	if !decided {
+		return nil, err
+	}
+	return ds, err
 }
 
 // Selection picks one of a Composite's rules for DecideSelected.
@@ -95,35 +100,37 @@ type Selection struct {
 // The selected rules are decided as one atomic step, like every rule of
 // Decide: this is how a caller whose requests each match a different
 // subset of rules (policy engines) keeps one Composite instead of one per
-// subset. Decisions come in selection order. A rule may be selected at
-// most once per call.
-func (c *Composite) DecideSelected(ctx context.Context, n int64, sel []Selection) ([]Decision, error) {
+// subset. It writes the decisions to out in selection order, which must
+// have len(out) >= len(sel), as Store.ApplyAll does: a caller deciding in
+// a loop can reuse out. A rule selected twice with one key is applied
+// twice, in order. Errors are Decide's; on an invalid selection out is
+// untouched.
+func (c *Composite) DecideSelected(ctx context.Context, n int64, sel []Selection, out []Decision) error {
 	rules := *c.rules.Load()
-	if len(sel) == 0 {
-		return nil, fmt.Errorf("%w: no rule selected", ratelimit.ErrInvalidRule)
+	if len(sel) == 0 || len(out) < len(sel) {
+		return fmt.Errorf("%w: %d rules selected, %d decisions of room", ratelimit.ErrInvalidRule, len(sel), len(out))
 	}
 	for i := range sel {
 		s := &sel[i]
 		if s.Rule < 0 || s.Rule >= len(rules) {
-			return nil, fmt.Errorf("%w: rule index %d outside 0..%d", ratelimit.ErrInvalidRule, s.Rule, len(rules)-1)
+			return fmt.Errorf("%w: rule index %d outside 0..%d", ratelimit.ErrInvalidRule, s.Rule, len(rules)-1)
 		}
 		if s.Limit != (Limit{}) {
 			if err := validateLimit(rules[s.Rule].Name, rules[s.Rule].Algorithm, s.Limit); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return c.decide(ctx, n, rules, nil, sel)
+	_, err := c.decide(ctx, n, rules, nil, sel, out[:len(sel)])
+	return err
 }
 
-// decide applies n to rules: each with keys[i] when sel is nil, otherwise
-// the selected rules with their keys and limits.
-func (c *Composite) decide(ctx context.Context, n int64, rules []*compiled, keys []string, sel []Selection) ([]Decision, error) {
-	count := len(rules)
-	if sel != nil {
-		count = len(sel)
-	}
-	ds := make([]Decision, count)
+// decide applies n to rules, writing the decisions to ds: each rule with
+// keys[i] when sel is nil, otherwise the selected rules with their keys
+// and limits. decided is false when a check was refused before any rule
+// was decided; ds is then partly written.
+func (c *Composite) decide(ctx context.Context, n int64, rules []*compiled, keys []string, sel []Selection, ds []Decision) (decided bool, _ error) {
+	count := len(ds)
 	checks := make([]ratelimit.Check, 0, count)
 	limited := make([]int, 0, count) // decision index of each check
 	var budget time.Duration
@@ -132,7 +139,7 @@ func (c *Composite) decide(ctx context.Context, n int64, rules []*compiled, keys
 		ck := ratelimit.Check{Namespace: r.Name, Key: key, Algorithm: r.alg, Limit: limit, Cost: n}
 		if limit.IsUnlimited() {
 			if err := ck.ValidateRequest(); err != nil {
-				return nil, fmt.Errorf("rule %q: %w", r.Name, err)
+				return false, fmt.Errorf("rule %q: %w", r.Name, err)
 			}
 			ds[i] = unlimited(&r.Rule)
 			ds[i].Limit = limit
@@ -146,7 +153,7 @@ func (c *Composite) decide(ctx context.Context, n int64, rules []*compiled, keys
 	}
 	if len(checks) == 0 {
 		c.observeAll(ctx, rules, keys, sel, ds, nil)
-		return ds, nil
+		return true, nil
 	}
 	out := make([]ratelimit.Outcome, len(checks))
 	err := c.applyAll(ctx, budget, checks, out)
@@ -157,7 +164,7 @@ func (c *Composite) decide(ctx context.Context, n int64, rules []*compiled, keys
 			ds[i].Limit = checks[j].Limit
 		}
 		c.observeAll(ctx, rules, keys, sel, ds, nil)
-		return ds, nil
+		return true, nil
 	}
 	policy, err := classify(ctx, err)
 	if !policy {
@@ -166,7 +173,7 @@ func (c *Composite) decide(ctx context.Context, n int64, rules []*compiled, keys
 			ds[i] = Decision{Limit: checks[j].Limit, Rule: r.Name}
 		}
 		c.observeAll(ctx, rules, keys, sel, ds, err)
-		return ds, err
+		return true, err
 	}
 	open := true
 	for j, i := range limited {
@@ -177,9 +184,9 @@ func (c *Composite) decide(ctx context.Context, n int64, rules []*compiled, keys
 	}
 	c.observeAll(ctx, rules, keys, sel, ds, err)
 	if open {
-		return ds, nil
+		return true, nil
 	}
-	return ds, err
+	return true, err
 }
 
 // pick returns the rule, key and limit of the i-th decision of decide.

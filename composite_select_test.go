@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -9,6 +10,13 @@ import (
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
+
+// decideSelected calls DecideSelected with room for every decision.
+func decideSelected(ctx context.Context, c *sluice.Composite, n int64, sel []sluice.Selection) ([]sluice.Decision, error) {
+	ds := make([]sluice.Decision, len(sel))
+	err := c.DecideSelected(ctx, n, sel, ds)
+	return ds, err
+}
 
 func TestCompositeDecideSelectedSubsetAtomic(t *testing.T) {
 	clk := newFakeClock()
@@ -24,33 +32,36 @@ func TestCompositeDecideSelectedSubsetAtomic(t *testing.T) {
 	ctx := t.Context()
 	anonymous := []sluice.Selection{{Rule: 0, Key: "1.2.3.4"}, {Rule: 2, Key: "all"}}
 	for i := range 5 {
-		ds, err := c.DecideSelected(ctx, 1, anonymous)
+		ds, err := decideSelected(ctx, c, 1, anonymous)
 		if err != nil || len(ds) != 2 || !ds[0].Allowed || ds[0].Rule != "ip" || ds[1].Rule != "global" {
 			t.Fatalf("anonymous call %d: %+v %v", i, ds, err)
 		}
 	}
-	ds, err := c.DecideSelected(ctx, 1, anonymous)
+	ds, err := decideSelected(ctx, c, 1, anonymous)
 	if err != nil || ds[0].Allowed {
 		t.Fatalf("6th anonymous call: %+v %v, want denied by ip", ds, err)
 	}
 	// The denial took nothing from global: 95 left.
-	ds, err = c.DecideSelected(ctx, 0, []sluice.Selection{{Rule: 2, Key: "all"}})
+	ds, err = decideSelected(ctx, c, 0, []sluice.Selection{{Rule: 2, Key: "all"}})
 	if err != nil || ds[0].Remaining != 95 {
 		t.Fatalf("global after a denial: %+v %v, want 95 left", ds, err)
 	}
 	// A per-call limit keeps the rule's bucket: user took 2 of 3/hour,
 	// 40 minutes of GCRA debt, which under 10/hour leaves 3.
-	if _, err := c.DecideSelected(ctx, 2, []sluice.Selection{{Rule: 1, Key: "alice"}}); err != nil {
+	if _, err := decideSelected(ctx, c, 2, []sluice.Selection{{Rule: 1, Key: "alice"}}); err != nil {
 		t.Fatal(err)
 	}
-	ds, err = c.DecideSelected(ctx, 0, []sluice.Selection{{Rule: 1, Key: "alice", Limit: sluice.PerHour(10)}})
+	ds, err = decideSelected(ctx, c, 0, []sluice.Selection{{Rule: 1, Key: "alice", Limit: sluice.PerHour(10)}})
 	if err != nil || ds[0].Remaining != 3 || ds[0].Limit != sluice.PerHour(10) {
 		t.Fatalf("plan limit: %+v %v, want 3 left under 10/hour", ds, err)
 	}
 	for _, bad := range [][]sluice.Selection{nil, {{Rule: 3, Key: "k"}}, {{Rule: -1, Key: "k"}}, {{Rule: 0, Key: "k", Limit: sluice.Limit{Count: -1}}}} {
-		if _, err := c.DecideSelected(ctx, 1, bad); !errors.Is(err, sluice.ErrInvalid) {
+		if _, err := decideSelected(ctx, c, 1, bad); !errors.Is(err, sluice.ErrInvalid) {
 			t.Errorf("DecideSelected(%+v) = %v, want ErrInvalid", bad, err)
 		}
+	}
+	if err := c.DecideSelected(ctx, 1, anonymous, make([]sluice.Decision, 1)); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("DecideSelected with room for 1 of 2 decisions = %v, want ErrInvalid", err)
 	}
 }
 

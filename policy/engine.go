@@ -86,15 +86,27 @@ func WithObserver(fn func(ctx context.Context, key string, d sluice.Decision, er
 }
 
 // WithSink sends every denial, shadow denials included, to s through a
-// bounded queue of queueSize violations (0 for 4096) drained by one
-// goroutine: Decide never waits for s, and a full queue drops the
-// violation and counts it (Engine.DroppedViolations).
-func WithSink(s Sink, queueSize int) Option {
+// bounded queue (see WithQueueSize) drained by one goroutine: Decide never
+// waits for s, and a full queue drops the violation and counts it
+// (Engine.DroppedViolations). Close the engine to flush the queue.
+func WithSink(s Sink) Option {
 	return func(c *engineConfig) error {
-		if s == nil || queueSize < 0 {
-			return fmt.Errorf("%w: nil sink or negative queue size", sluice.ErrInvalid)
+		if s == nil {
+			return fmt.Errorf("%w: nil sink", sluice.ErrInvalid)
 		}
-		c.sink, c.queueSize = s, queueSize
+		c.sink = s
+		return nil
+	}
+}
+
+// WithQueueSize sets how many violations wait for the sink before new
+// ones are dropped; the default is 4096.
+func WithQueueSize(n int) Option {
+	return func(c *engineConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: queue size %d below 1", sluice.ErrInvalid, n)
+		}
+		c.queueSize = n
 		return nil
 	}
 }
@@ -215,6 +227,9 @@ type selected struct {
 	rule   *rule
 	key    string
 	v      variant
+	// undecided: a deny-list rule denied the request before the store
+	// was asked, so this rule has no decision.
+	undecided bool
 }
 
 // Decide decides hits units for the request descriptors of domain: each
@@ -267,7 +282,7 @@ func (e *Engine) Decide(ctx context.Context, domain string, descriptors []Descri
 		return res, nil
 	}
 	err := e.decide(ctx, st, sel, hits, &res)
-	if e.queue != nil {
+	if e.queue != nil && (err == nil || isPolicyFailure(err)) {
 		e.report(domain, descriptors, sel, hits, &res)
 	}
 	return res, err
@@ -316,7 +331,6 @@ func (e *Engine) decide(ctx context.Context, st *engineState, sel []selected, hi
 		status.Decision = sluice.Decision{Limit: s.v.limit, Rule: r.name}
 		switch {
 		case s.v.blocked:
-			status.Decision.Limit = sluice.Limit{Period: s.v.limit.Period}
 			status.Decision.RetryAfter = sluice.Never
 			if !r.shadow {
 				blocked = true
@@ -339,12 +353,21 @@ func (e *Engine) decide(ctx context.Context, st *engineState, sel []selected, hi
 	}
 	if blocked {
 		res.Allowed = false // a rule denying everything: nothing consumed
+		for _, i := range pickIdx {
+			sel[i].undecided = true
+		}
 		return nil
 	}
 	if len(picks) == 0 {
 		return nil
 	}
-	ds, err := st.comp.DecideSelected(ctx, hits, picks)
+	var dbuf [8]sluice.Decision
+	ds := dbuf[:0]
+	if len(picks) > len(dbuf) {
+		ds = make([]sluice.Decision, len(picks))
+	}
+	ds = ds[:len(picks)]
+	err := st.comp.DecideSelected(ctx, hits, picks, ds)
 	if err != nil && !isPolicyFailure(err) {
 		res.Allowed = false
 		return err
@@ -382,7 +405,8 @@ func (e *Engine) decide(ctx context.Context, st *engineState, sel []selected, hi
 			idx = append(idx, pickIdx[j])
 		}
 	}
-	ds, err = st.comp.DecideSelected(ctx, hits, enforced)
+	ds = ds[:len(enforced)]
+	err = st.comp.DecideSelected(ctx, hits, enforced, ds)
 	if err != nil && !isPolicyFailure(err) {
 		res.Allowed = false
 		return err
@@ -407,7 +431,7 @@ func (e *Engine) report(domain string, descriptors []Descriptor, sel []selected,
 	now := time.Now()
 	for _, s := range sel {
 		st := &res.Statuses[s.status]
-		if st.Decision.Allowed || !st.Matched {
+		if st.Decision.Allowed || !st.Matched || s.undecided {
 			continue
 		}
 		e.queue.push(Violation{

@@ -487,3 +487,90 @@ descriptors:
 		t.Fatalf("open + closed: %+v %v, want denied with ErrUnavailable", res, err)
 	}
 }
+
+func TestNewAndWatchValidate(t *testing.T) {
+	set := mustSet(t, messaging)
+	for name, opts := range map[string][]policy.Option{
+		"nil option":   {nil},
+		"nil store":    {policy.WithStore(nil)},
+		"nil sink":     {policy.WithSink(nil)},
+		"queue 0":      {policy.WithQueueSize(0)},
+		"nil logger":   {policy.WithLogger(nil)},
+		"nil observer": {policy.WithObserver(nil)},
+	} {
+		if _, err := policy.New(set, opts...); !errors.Is(err, sluice.ErrInvalid) {
+			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := policy.New(nil); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("New(nil) = %v", err)
+	}
+	empty, err := policy.NewSet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.New(empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Decide(context.Background(), "messaging", []policy.Descriptor{desc("to_number", "1")}, 1); !errors.Is(err, policy.ErrUnknownDomain) {
+		t.Fatalf("empty set: %v", err)
+	}
+	if err := e.Swap(set); err != nil {
+		t.Fatal(err)
+	}
+	if res := decide(t, e, "messaging", 1, desc("to_number", "1")); !res.Statuses[0].Matched {
+		t.Fatalf("after swapping rules into an empty engine: %+v", res)
+	}
+	ctx := context.Background()
+	if _, err := policy.Watch(ctx, t.TempDir(), nil); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("Watch(nil engine) = %v", err)
+	}
+	if _, err := policy.Watch(ctx, "/nonexistent/rules", e); err == nil {
+		t.Error("Watch of a missing path: no error")
+	}
+	if _, err := loadText(t, "domain: [\n"); err == nil {
+		t.Fatal("setup")
+	}
+	var ce *policy.ConfigError
+	if _, err := policy.Watch(ctx, "bad.yaml", e); !errors.As(err, &ce) {
+		t.Errorf("Watch of a bad file = %v, want its ConfigError", err)
+	}
+}
+
+func TestWildcardMiddleAndNested(t *testing.T) {
+	e := memEngine(t, newClock(), `
+domain: api
+descriptors:
+  - key: path
+    value: /v*/users/*
+    descriptors:
+      - key: method
+        value: POST
+        rate_limit: 1/minute
+  - key: tenant
+    value: acme-*
+    share_threshold: true
+    descriptors:
+      - key: user
+        rate_limit: 2/minute
+`)
+	post := func(path string) policy.Descriptor { return desc("path", path, "method", "POST") }
+	if got := admitted(t, e, "api", 2, post("/v1/users/7")); got != 1 {
+		t.Fatalf("/v1/users/7: %d, want 1", got)
+	}
+	if got := admitted(t, e, "api", 2, post("/v2/users/7")); got != 1 {
+		t.Fatalf("/v2/users/7: %d, want 1 (its own bucket)", got)
+	}
+	if res := decide(t, e, "api", 1, post("/v1/groups/7")); res.Statuses[0].Matched {
+		t.Fatalf("/v1/groups/7 matched %q", res.Statuses[0].Decision.Rule)
+	}
+	// The shared wildcard adds nothing to the key: one bucket per user
+	// across every acme-* tenant.
+	if got := admitted(t, e, "api", 2, desc("tenant", "acme-eu", "user", "u")) + admitted(t, e, "api", 2, desc("tenant", "acme-us", "user", "u")); got != 2 {
+		t.Fatalf("user u across acme tenants: %d, want 2", got)
+	}
+	if got := admitted(t, e, "api", 2, desc("tenant", "acme-eu", "user", "v")); got != 2 {
+		t.Fatalf("user v: %d, want 2 (a bucket per user)", got)
+	}
+}

@@ -69,7 +69,8 @@ func configFiles(path string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+		yamlName := strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
+		if strings.HasPrefix(name, ".") || !yamlName {
 			continue
 		}
 		full := filepath.Join(path, name)

@@ -75,7 +75,7 @@ type rule struct {
 // plan's.
 type variant struct {
 	limit   sluice.Limit // sluice.Unlimited() for unlimited
-	blocked bool         // requests_per_unit 0: deny everything
+	blocked bool         // requests_per_unit 0: deny everything; limit has Count 0
 	plan    string       // the plan's name, empty for the base
 }
 
@@ -353,10 +353,10 @@ func (b *setBuilder) rule(d *DescriptorConfig, ident, f string) (*rule, error) {
 	b.names[r.name] = where
 	for j, target := range d.Replaces {
 		rf := fmt.Sprintf("%s.replaces[%d]", f, j)
-		switch {
-		case target == "":
+		if target == "" {
 			return nil, b.errorf(d.line("rate_limit.replaces"), rf, "empty name")
-		case target == d.Name:
+		}
+		if target == d.Name {
 			return nil, b.errorf(d.line("rate_limit.replaces"), rf, "a rule cannot replace itself (%q)", target)
 		}
 		b.pending = append(b.pending, pendingReplace{name: r.name, target: target, line: d.line("rate_limit.replaces"), field: rf})
@@ -442,7 +442,7 @@ func (b *setBuilder) variant(d *DescriptorConfig, rl *RateLimit, alg ratelimit.A
 	case rl.RequestsPerUnit == 0 && rl.Burst != 0:
 		return variant{}, b.errorf(d.line(lf+".burst"), f+".burst", "a burst on a rule that denies everything (requests_per_unit 0)")
 	case rl.RequestsPerUnit == 0:
-		return variant{blocked: true}, nil
+		return variant{blocked: true, limit: sluice.Limit{Period: period}}, nil
 	}
 	l := sluice.Limit{Count: rl.RequestsPerUnit, Period: period, Burst: rl.RequestsPerUnit}
 	if rl.Burst != 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/policy"
@@ -46,7 +47,10 @@ descriptors:
   - key: ip
     shadow_mode: true
     rate_limit: 1/minute
-`), policy.WithStore(st), policy.WithSink(s, queue))
+  - key: ip
+    value: 6.6.6.6
+    rate_limit: 0/second
+`), policy.WithStore(st), policy.WithSink(s), policy.WithQueueSize(queue))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +80,7 @@ func TestSinkNeverBlocksAndCountsDrops(t *testing.T) {
 
 func TestSlogSinkReportsShadowDenials(t *testing.T) {
 	var buf bytes.Buffer
-	e := sinkEngine(t, policy.SlogSink{Logger: slog.New(slog.NewTextHandler(&buf, nil))}, 0)
+	e := sinkEngine(t, policy.SlogSink{Logger: slog.New(slog.NewTextHandler(&buf, nil))}, 64)
 	decide(t, e, "api", 1, desc("user", "a"), desc("ip", "1.1.1.1"))
 	decide(t, e, "api", 1, desc("user", "b"), desc("ip", "1.1.1.1")) // admitted; ip's shadow rule denies
 	if err := e.Close(context.Background()); err != nil {
@@ -86,5 +90,24 @@ func TestSlogSinkReportsShadowDenials(t *testing.T) {
 	if strings.Count(out, "rate limit violation") != 1 || !strings.Contains(out, "rule=api.ip") ||
 		!strings.Contains(out, "shadow=true") || !strings.Contains(out, "denied=false") {
 		t.Fatalf("log:\n%s\nwant one shadow violation of api.ip, request not denied", out)
+	}
+}
+
+func TestDenyListReportsOnlyItself(t *testing.T) {
+	s := &gatedSink{open: make(chan struct{})}
+	close(s.open)
+	e := sinkEngine(t, s, 16)
+	res := decide(t, e, "api", 1, desc("user", "u"), desc("ip", "6.6.6.6"))
+	if res.Allowed || res.Statuses[1].Decision.Limit.Count != 0 || res.Statuses[1].Decision.Limit.Period != time.Second {
+		t.Fatalf("deny-listed IP: %+v, want denied under 0/1s", res)
+	}
+	if res := decide(t, e, "api", 0, desc("user", "u")); res.Statuses[0].Decision.Remaining != 1 {
+		t.Fatalf("user after a deny-listed request: %+v, want 1 left (nothing taken)", res)
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.got) != 1 || s.got[0].Rule != "api.ip_6.6.6.6" {
+		t.Fatalf("violations %+v, want the deny-list rule's only", s.got)
 	}
 }

@@ -20,7 +20,6 @@ package policytest
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -330,6 +329,6 @@ func reloadUnderLoad(t *testing.T, st ratelimit.Store) {
 	total := admittedN.Load()
 	t.Logf("%d callers, %d calls: admitted %d under 100/year, %d after raising to 150, %d after lowering to 120", callers, calls.Load(), before, raised, total)
 	if before != 100 || raised != 150 || total != 150 {
-		t.Fatal(fmt.Sprintf("admitted %d, %d, %d; want exactly 100 before, 150 after raising (no reset), 150 after lowering", before, raised, total))
+		t.Fatalf("admitted %d, %d, %d; want exactly 100 before, 150 after raising (no reset), 150 after lowering", before, raised, total)
 	}
 }
