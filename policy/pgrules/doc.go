@@ -7,7 +7,7 @@
 //	src, err := pgrules.NewSource(pool)
 //	set, err := src.Load(ctx)
 //	sink, err := pgrules.NewSink(pool)
-//	engine, err := policy.New(set, policy.WithSink(sink, 0))
+//	engine, err := policy.New(set, policy.WithSink(sink))
 //	go src.Watch(ctx, engine.Swap) // until ctx ends
 //	defer engine.Close(ctx)        // writes the queued violations
 //

@@ -47,7 +47,7 @@ func gateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	engine, err := policy.New(set, policy.WithSink(sink, 0))
+	engine, err := policy.New(set, policy.WithSink(sink))
 	if err != nil {
 		return err
 	}

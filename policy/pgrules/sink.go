@@ -22,7 +22,7 @@ import (
 // when it is closed:
 //
 //	sink, err := pgrules.NewSink(pool)
-//	engine, err := policy.New(set, policy.WithSink(sink, 0))
+//	engine, err := policy.New(set, policy.WithSink(sink))
 //	defer engine.Close(ctx) // flushes the queue into the table
 //
 // A Sink is safe for concurrent use.

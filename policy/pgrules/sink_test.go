@@ -29,7 +29,7 @@ func (g *gatedPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
 }
 
 // violationEngine returns an engine with a 1-per-minute rule per user and
-// a Sink writing through a closed gate.
+// a Sink writing through a closed gate; queue 0 is the default queue size.
 func violationEngine(t *testing.T, queue int) (*fixture, *gatedPool, *Sink, *policy.Engine) {
 	t.Helper()
 	f := newFixture(t, needPG(t))
@@ -39,7 +39,11 @@ func violationEngine(t *testing.T, queue int) (*fixture, *gatedPool, *Sink, *pol
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, gp, sink, f.engine(t, f.source(t), policy.WithSink(sink, queue))
+	opts := []policy.Option{policy.WithSink(sink)}
+	if queue > 0 {
+		opts = append(opts, policy.WithQueueSize(queue))
+	}
+	return f, gp, sink, f.engine(t, f.source(t), opts...)
 }
 
 func closeEngine(t *testing.T, e *policy.Engine) {
