@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -305,5 +306,73 @@ func TestWatchKeepsBuckets(t *testing.T) {
 	waitLimit(t, e, f.domain, alicePro, 8)
 	if got := admitted(t, e, f.domain, alicePro, 5); got != 3 {
 		t.Fatalf("%d of 5 admitted on plan pro (8/year) with 5 used, want 3", got)
+	}
+}
+
+// TestWatchReloadUnderLoadConcurrentSafe: 64 callers decide on one key
+// while its row changes: no decision fails, and the admitted total is
+// exactly each limit in turn (100/year, raised to 150, lowered to 120).
+func TestWatchReloadUnderLoadConcurrentSafe(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, needPG(t))
+	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 100, "year")
+	e := f.engine(t, f.source(t))
+	src, _ := watching(t, f, e, WithPollInterval(time.Hour))
+	startWatch(t, src, e)
+	alice := []policy.Descriptor{desc("user", "alice")}
+
+	var allowed, failed atomic.Int64
+	// exhausted peeks: the limit in force is want and nothing is left.
+	exhausted := func(want int64) bool {
+		res, err := e.Decide(context.Background(), f.domain, alice, 0)
+		if err != nil {
+			failed.Add(1)
+			return true
+		}
+		d := res.Statuses[0].Decision
+		return d.Limit.Count == want && d.Remaining == 0
+	}
+	hammer := func(done func() bool) {
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for !done() {
+					res, err := e.Decide(context.Background(), f.domain, alice, 1)
+					switch {
+					case err != nil:
+						failed.Add(1)
+						return
+					case res.Allowed:
+						allowed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+
+	hammer(func() bool { return exhausted(100) })
+	if n := allowed.Load(); n != 100 {
+		t.Fatalf("%d admitted under 100/year", n)
+	}
+	// Raise while the callers run: they see 100 until the swap, then 150.
+	updated := make(chan error, 1)
+	go func() {
+		_, err := f.pool.Exec(t.Context(), "UPDATE "+f.rules+" SET requests_per_unit = 150 WHERE id = $1", id)
+		updated <- err
+	}()
+	hammer(func() bool { return exhausted(150) })
+	if err := <-updated; err != nil {
+		t.Fatal(err)
+	}
+	if n := allowed.Load(); n != 150 {
+		t.Fatalf("%d admitted after raising to 150/year", n)
+	}
+	f.exec(t, "UPDATE %s SET requests_per_unit = 120 WHERE id = $1", id)
+	waitLimit(t, e, f.domain, alice[0], 120)
+	deadline := time.Now().Add(100 * time.Millisecond)
+	hammer(func() bool { return time.Now().After(deadline) })
+	if n, errs := allowed.Load(), failed.Load(); n != 150 || errs != 0 {
+		t.Fatalf("%d admitted after lowering to 120/year with 150 used, %d failed decisions; want 150 and 0", n, errs)
 	}
 }
