@@ -22,9 +22,10 @@ type Source struct {
 	// listenConn returns a connection that LISTENs; tests replace it.
 	listenConn func(ctx context.Context) (*pgx.Conn, error)
 
-	mu        sync.Mutex // serializes reloads and guards the fields below
-	tried     bool
-	lastTried [sha256.Size]byte // fingerprint of the rows last converted
+	mu           sync.Mutex // serializes reloads and guards the fields below
+	tried        bool
+	lastTried    [sha256.Size]byte // fingerprint of the rows last converted
+	readFailures int               // consecutive reloads that could not read
 }
 
 // NewSource returns a Source reading the rule table through pool. It sends

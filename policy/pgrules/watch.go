@@ -130,7 +130,16 @@ func (s *Source) reload(ctx context.Context, apply func(*policy.Set) error) {
 	defer s.mu.Unlock()
 	var set *policy.Set
 	rows, err := s.readRows(ctx)
+	if err != nil && ctx.Err() == nil {
+		// The server is unreachable: log when it starts, then every 100
+		// attempts, not once per poll interval.
+		if s.readFailures%100 == 0 {
+			s.cfg.logger.Warn("pgrules: cannot read the rules; the rules in force stay", "attempts", s.readFailures+1, "error", err)
+		}
+		s.readFailures++
+	}
 	if err == nil {
+		s.readFailures = 0
 		fp := fingerprint(rows)
 		if s.tried && fp == s.lastTried {
 			return
@@ -142,12 +151,12 @@ func (s *Source) reload(ctx context.Context, apply func(*policy.Set) error) {
 			}
 		}
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		s.cfg.logger.Error("pgrules: rules not reloaded; the rules in force stay", "error", err)
-	} else {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return
+	case err != nil && s.readFailures == 0:
+		s.cfg.logger.Error("pgrules: rules refused; the rules in force stay", "error", err)
+	case err == nil:
 		s.cfg.logger.Info("pgrules: rules reloaded", "rows", len(rows))
 	}
 	if s.cfg.onReload != nil {
