@@ -1,11 +1,11 @@
 {{- /*
 Sluice rules and violation log for PostgreSQL (github.com/sluicehq/sluice/policy/pgrules).
-This file is a text/template rendered by Tables.SchemaSQL with the quoted names ({{.Rules}},
+This file is a text/template rendered by SchemaSQL with the quoted names ({{.Rules}},
 {{.Violations}}, {{.Notify}}, {{.Touch}}, optionally schema-qualified) and the channel as a
-string literal; Tables.Migrate runs the result in one transaction. Every statement is
+string literal; Migrate runs the result in one transaction. Every statement is
 idempotent: CREATE … IF NOT EXISTS, CREATE OR REPLACE (PostgreSQL 14 or later for triggers).
 
-"RateLimitRule": one row per rule. descriptor is the rule's position in the domain's tree, a
+"RateLimitRule": one row per rule or plan variant of a rule. descriptor is the rule's position in the domain's tree, a
 JSON array of {"key": …, "value": …} entries from the root (value absent = any value); the
 row's columns are the rate_limit and the envoy/Sluice fields of that node. docs/policy-postgres.md
 maps every column onto policy.Config. Checks here catch what SQL can see; the loader validates
