@@ -26,17 +26,24 @@ type Composite struct {
 // NewComposite returns a Composite of rules, which must have distinct
 // names. It validates like New.
 func NewComposite(rules []Rule, opts ...Option) (*Composite, error) {
-	if len(rules) == 0 {
-		return nil, fmt.Errorf("%w: a composite needs at least one rule", ratelimit.ErrInvalidRule)
-	}
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return nil, err
 	}
+	return newComposite(caller{store: cfg.store, observe: cfg.observe}, rules, nil)
+}
+
+// newComposite compiles rules for cl's store into a new Composite; a rule
+// named in prev carries on from that version.
+func newComposite(cl caller, rules []Rule, prev map[string]*compiled) (*Composite, error) {
+	if len(rules) == 0 {
+		return nil, fmt.Errorf("%w: a composite needs at least one rule", ratelimit.ErrInvalidRule)
+	}
 	compiledRules := make([]*compiled, len(rules))
 	seen := make(map[string]bool, len(rules))
 	for i, rule := range rules {
-		if compiledRules[i], err = compile(rule, cfg.store, nil); err != nil {
+		var err error
+		if compiledRules[i], err = compile(rule, cl.store, prev[rule.Name]); err != nil {
 			return nil, err
 		}
 		if seen[rule.Name] {
@@ -44,7 +51,7 @@ func NewComposite(rules []Rule, opts ...Option) (*Composite, error) {
 		}
 		seen[rule.Name] = true
 	}
-	c := &Composite{caller: caller{store: cfg.store, observe: cfg.observe}}
+	c := &Composite{caller: cl}
 	c.rules.Store(&compiledRules)
 	return c, nil
 }
@@ -207,28 +214,11 @@ func (c *Composite) pick(rules []*compiled, keys []string, sel []Selection, i in
 // states on first use); c itself is unchanged and stays usable. Policy
 // engines build each new rule set this way.
 func (c *Composite) WithRules(rules []Rule) (*Composite, error) {
-	if len(rules) == 0 {
-		return nil, fmt.Errorf("%w: a composite needs at least one rule", ratelimit.ErrInvalidRule)
-	}
 	prev := make(map[string]*compiled)
 	for _, r := range *c.rules.Load() {
 		prev[r.Name] = r
 	}
-	compiledRules := make([]*compiled, len(rules))
-	seen := make(map[string]bool, len(rules))
-	for i, rule := range rules {
-		var err error
-		if compiledRules[i], err = compile(rule, c.store, prev[rule.Name]); err != nil {
-			return nil, err
-		}
-		if seen[rule.Name] {
-			return nil, fmt.Errorf("%w: duplicate rule name %q", ratelimit.ErrInvalidRule, rule.Name)
-		}
-		seen[rule.Name] = true
-	}
-	next := &Composite{caller: caller{store: c.store, observe: c.observe}}
-	next.rules.Store(&compiledRules)
-	return next, nil
+	return newComposite(caller{store: c.store, observe: c.observe}, rules, prev)
 }
 
 // SetRule replaces the rule named rule.Name, as Limiter.SetRule does.

@@ -39,6 +39,28 @@ type Result struct {
 	Statuses []Status
 }
 
+// Strictest returns the status of the rule that decided the request, for
+// response headers: among the matched rules not in shadow mode and not
+// unlimited, the denying one with the longest RetryAfter, or when all
+// admitted, the one with the fewest requests remaining. ok is false when
+// no such rule matched.
+func (r Result) Strictest() (s Status, ok bool) {
+	for _, st := range r.Statuses {
+		if !st.Matched || st.Shadow || st.Unlimited {
+			continue
+		}
+		a, b := &st.Decision, &s.Decision
+		switch {
+		case !ok,
+			a.Allowed != b.Allowed && !a.Allowed,
+			a.Allowed == b.Allowed && !a.Allowed && a.RetryAfter > b.RetryAfter,
+			a.Allowed == b.Allowed && a.Allowed && a.Remaining < b.Remaining:
+			s, ok = st, true
+		}
+	}
+	return s, ok
+}
+
 // Status is what one request descriptor met.
 type Status struct {
 	// Matched reports that a rule applied to the descriptor. A rule
@@ -56,8 +78,15 @@ type Status struct {
 	Decision sluice.Decision
 }
 
-// Option configures an Engine.
-type Option func(*engineConfig) error
+// Option configures an Engine; the With functions of this package create
+// them.
+type Option interface {
+	apply(*engineConfig) error
+}
+
+type optionFunc func(*engineConfig) error
+
+func (f optionFunc) apply(c *engineConfig) error { return f(c) }
 
 type engineConfig struct {
 	opts      []sluice.Option
@@ -69,20 +98,20 @@ type engineConfig struct {
 // WithStore makes the engine keep its buckets in st; without it they are
 // in the process-wide memory store.
 func WithStore(st ratelimit.Store) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		c.opts = append(c.opts, sluice.WithStore(st))
 		return nil
-	}
+	})
 }
 
 // WithObserver calls fn after every rule's decision, as sluice.WithObserver
 // does. A request whose shadow rules denied while its enforced rules
 // admitted is decided twice (see docs/policy.md), and fn sees both.
 func WithObserver(fn func(ctx context.Context, key string, d sluice.Decision, err error)) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		c.opts = append(c.opts, sluice.WithObserver(fn))
 		return nil
-	}
+	})
 }
 
 // WithSink sends every denial, shadow denials included, to s through a
@@ -90,37 +119,37 @@ func WithObserver(fn func(ctx context.Context, key string, d sluice.Decision, er
 // waits for s, and a full queue drops the violation and counts it
 // (Engine.DroppedViolations). Close the engine to flush the queue.
 func WithSink(s Sink) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		if s == nil {
 			return fmt.Errorf("%w: nil sink", sluice.ErrInvalid)
 		}
 		c.sink = s
 		return nil
-	}
+	})
 }
 
 // WithQueueSize sets how many violations wait for the sink before new
 // ones are dropped; the default is 4096.
 func WithQueueSize(n int) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		if n < 1 {
 			return fmt.Errorf("%w: queue size %d below 1", sluice.ErrInvalid, n)
 		}
 		c.queueSize = n
 		return nil
-	}
+	})
 }
 
 // WithLogger sets where the engine logs sink failures; slog.Default()
 // without it.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *engineConfig) error {
+	return optionFunc(func(c *engineConfig) error {
 		if l == nil {
 			return fmt.Errorf("%w: nil logger", sluice.ErrInvalid)
 		}
 		c.logger = l
 		return nil
-	}
+	})
 }
 
 // New returns an Engine enforcing set. Errors wrap sluice.ErrInvalid.
@@ -133,7 +162,7 @@ func New(set *Set, opts ...Option) (*Engine, error) {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", sluice.ErrInvalid)
 		}
-		if err := o(&e.cfg); err != nil {
+		if err := o.apply(&e.cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -226,7 +255,7 @@ type selected struct {
 	status int // index in Result.Statuses
 	rule   *rule
 	key    string
-	v      variant
+	v      *variant
 	// undecided: a deny-list rule denied the request before the store
 	// was asked, so this rule has no decision.
 	undecided bool
@@ -268,8 +297,8 @@ func (e *Engine) Decide(ctx context.Context, domain string, descriptors []Descri
 		if r == nil {
 			continue
 		}
-		v := r.base
-		if pv, ok := r.plans[plan]; ok && plan != "" {
+		v := &r.base
+		if pv := r.plans[plan]; pv != nil && plan != "" {
 			v = pv
 		}
 		sel = append(sel, selected{status: i, rule: r, key: key, v: v})
@@ -288,9 +317,11 @@ func (e *Engine) Decide(ctx context.Context, domain string, descriptors []Descri
 	return res, err
 }
 
-// dropReplaced removes the rules another selected rule replaces.
+// dropReplaced removes the rules another selected rule replaces. A rule
+// replaced in turn still replaces others, as in envoy.
 func dropReplaced(sel []selected) []selected {
-	out := sel[:0]
+	var dropBuf [8]bool
+	drop := dropBuf[:0]
 	for _, s := range sel {
 		replaced := false
 		for _, o := range sel {
@@ -299,7 +330,11 @@ func dropReplaced(sel []selected) []selected {
 				break
 			}
 		}
-		if !replaced {
+		drop = append(drop, replaced)
+	}
+	out := sel[:0]
+	for i, s := range sel {
+		if !drop[i] {
 			out = append(out, s)
 		}
 	}

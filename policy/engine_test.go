@@ -105,6 +105,7 @@ descriptors:
           unit: day
           requests_per_unit: 5
   - key: to_number
+    metadata: {owner: messaging-team}
     rate_limit:
       unit: day
       requests_per_unit: 100
@@ -269,6 +270,37 @@ descriptors:
 // TestShadowAtomicity pins how shadow rules take part in the composite:
 // an enforced denial takes nothing from anyone; a shadow denial lets the
 // request through and takes it from the enforced rules only.
+func TestStrictest(t *testing.T) {
+	e := memEngine(t, newClock(), `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: 3/minute
+  - key: ip
+    rate_limit: 5/minute
+  - key: shadow
+    shadow_mode: true
+    rate_limit: 1/minute
+  - key: vip
+    rate_limit: {unlimited: true}
+`)
+	if _, ok := decide(t, e, "api", 1, desc("vip", "v"), desc("nope", "x")).Strictest(); ok {
+		t.Fatal("a strictest rule among unlimited and unmatched ones")
+	}
+	ds := []policy.Descriptor{desc("ip", "i"), desc("user", "u"), desc("shadow", "s"), desc("vip", "v")}
+	for i, want := range []int64{2, 1, 0} {
+		st, ok := decide(t, e, "api", 1, ds...).Strictest()
+		if !ok || st.Decision.Rule != "api.user" || st.Decision.Remaining != want {
+			t.Fatalf("call %d: strictest %+v, want api.user with %d left (the shadow rule never decides)", i, st, want)
+		}
+	}
+	res := decide(t, e, "api", 1, ds...)
+	st, ok := res.Strictest()
+	if res.Allowed || !ok || st.Decision.Allowed || st.Decision.Rule != "api.user" {
+		t.Fatalf("4th call: %+v, strictest %+v, want denied by api.user", res, st)
+	}
+}
+
 func TestShadowAtomicity(t *testing.T) {
 	e := memEngine(t, newClock(), `
 domain: api
@@ -572,5 +604,52 @@ descriptors:
 	}
 	if got := admitted(t, e, "api", 2, desc("tenant", "acme-eu", "user", "v")); got != 2 {
 		t.Fatalf("user v: %d, want 2 (a bucket per user)", got)
+	}
+}
+
+// TestReplacedRulesStillReplace pins envoy's rule that a replaced rule's
+// own replaces still apply, whatever the order of the descriptors.
+func TestReplacedRulesStillReplace(t *testing.T) {
+	e := memEngine(t, newClock(), `
+domain: api
+descriptors:
+  - key: a
+    rate_limit: {name: a, unit: minute, requests_per_unit: 1, replaces: [c]}
+  - key: b
+    rate_limit: {name: b, unit: minute, requests_per_unit: 5}
+  - key: c
+    rate_limit: {name: c, unit: minute, requests_per_unit: 5, replaces: [a]}
+`)
+	res := decide(t, e, "api", 1, desc("a", "x"), desc("b", "x"), desc("c", "x"))
+	if res.Statuses[0].Matched || !res.Statuses[1].Matched || res.Statuses[2].Matched {
+		t.Fatalf("statuses %+v: want a and c replaced by each other, b decided", res.Statuses)
+	}
+}
+
+// TestKeysOfSeveralValuesNeverCollide checks that values joined into one
+// bucket key cannot be confused by moving a separator between them.
+func TestKeysOfSeveralValuesNeverCollide(t *testing.T) {
+	e := memEngine(t, newClock(), `
+domain: api
+descriptors:
+  - key: user
+    descriptors:
+      - key: endpoint
+        rate_limit: 1/minute
+        descriptors:
+          - key: method
+            rate_limit: 1/minute
+`)
+	for _, d := range []policy.Descriptor{
+		desc("user", "a:1", "endpoint", "b"),
+		desc("user", "a", "endpoint", "1:b"),
+		desc("user", "3:a", "endpoint", "b"),
+		desc("user", "a", "endpoint", "b", "method", "GET"),
+		desc("user", "a", "endpoint", "b", "method", "POST"),
+		desc("user", "a", "endpoint", "bmethod", "method", "GET"),
+	} {
+		if got := admitted(t, e, "api", 2, d); got != 1 {
+			t.Errorf("%v: %d admitted, want 1 (a bucket of its own)", d, got)
+		}
 	}
 }

@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -93,12 +95,20 @@ func configFiles(path string) ([]string, error) {
 // form (fields, types); NewSet checks the meaning.
 func Parse(file string, data []byte) (Config, error) {
 	p := parser{file: file}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, &ConfigError{File: file, Line: yamlErrorLine(err), Err: fmt.Errorf("bad YAML: %w", err)}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return Config{}, &ConfigError{File: file, Err: errors.New("empty document")}
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return Config{}, &ConfigError{File: file, Line: next.Line, Err: errors.New("a second YAML document: a file holds one domain")}
+	case !errors.Is(err, io.EOF):
+		return Config{}, &ConfigError{File: file, Line: yamlErrorLine(err), Err: fmt.Errorf("bad YAML: %w", err)}
 	}
 	c := Config{File: file}
 	err := p.mapping(doc.Content[0], "", func(field string, k, v *yaml.Node) error {
@@ -222,6 +232,10 @@ func (p *parser) descriptors(n *yaml.Node, path string, dst *[]DescriptorConfig)
 			case "value_to_metric":
 				var ignored bool // metric naming only: no effect on decisions
 				return p.boolean(v, f, &ignored)
+			case "metadata":
+				return nil // envoy returns it with responses; no effect on decisions
+			case "quota_mode":
+				return p.errorf(k, f, "quota_mode is not supported")
 			case "descriptors":
 				return p.descriptors(v, f, &d.Descriptors)
 			}

@@ -17,10 +17,10 @@ import (
 // aligned to the Unix epoch, as envoyproxy/ratelimit counts.
 const DefaultAlgorithm = "fixedwindow"
 
-// Units are the lengths of the rate_limit units. A month is 30 days and a
+// units are the lengths of the rate_limit units. A month is 30 days and a
 // year 365 days, fixed lengths as in envoyproxy/ratelimit, not calendar
 // months.
-var Units = map[string]time.Duration{
+var units = map[string]time.Duration{
 	"second": time.Second,
 	"minute": time.Minute,
 	"hour":   time.Hour,
@@ -67,7 +67,7 @@ type rule struct {
 	replaces []string
 	shadow   bool
 	base     variant
-	plans    map[string]variant
+	plans    map[string]*variant
 	sluice   sluice.Rule
 }
 
@@ -407,9 +407,9 @@ func (b *setBuilder) rule(d *DescriptorConfig, ident, f string) (*rule, error) {
 		}
 		v.plan = plan
 		if r.plans == nil {
-			r.plans = map[string]variant{}
+			r.plans = map[string]*variant{}
 		}
-		r.plans[plan] = v
+		r.plans[plan] = &v
 	}
 	limit := r.base.limit
 	if r.base.blocked {
@@ -430,7 +430,7 @@ func (b *setBuilder) variant(d *DescriptorConfig, rl *RateLimit, alg ratelimit.A
 		}
 		return variant{limit: sluice.Unlimited()}, nil
 	}
-	period, ok := Units[rl.Unit]
+	period, ok := units[rl.Unit]
 	if !ok {
 		return variant{}, b.errorf(d.line(lf+".unit"), f+".unit", "unit %q is not one of second, minute, hour, day, week, month, year", rl.Unit)
 	}

@@ -28,8 +28,15 @@ type Reload struct {
 	Delay time.Duration
 }
 
-// WatchOption configures Watch.
-type WatchOption func(*watchConfig)
+// WatchOption configures Watch; the functions of this package returning
+// one create them.
+type WatchOption interface {
+	apply(*watchConfig)
+}
+
+type watchOptionFunc func(*watchConfig)
+
+func (f watchOptionFunc) apply(c *watchConfig) { f(c) }
 
 type watchConfig struct {
 	debounce time.Duration
@@ -41,18 +48,18 @@ type watchConfig struct {
 // before they are reloaded: editors and ConfigMap updates write in
 // several steps. The default is 100 ms.
 func WithDebounce(d time.Duration) WatchOption {
-	return func(c *watchConfig) { c.debounce = d }
+	return watchOptionFunc(func(c *watchConfig) { c.debounce = d })
 }
 
 // OnReload calls fn after every reload attempt that found the files
 // changed, on the watcher's goroutine.
 func OnReload(fn func(Reload)) WatchOption {
-	return func(c *watchConfig) { c.onReload = fn }
+	return watchOptionFunc(func(c *watchConfig) { c.onReload = fn })
 }
 
 // WithWatchLogger sets where reloads are logged; slog.Default() without it.
 func WithWatchLogger(l *slog.Logger) WatchOption {
-	return func(c *watchConfig) { c.logger = l }
+	return watchOptionFunc(func(c *watchConfig) { c.logger = l })
 }
 
 // Watcher reloads a rule set into an Engine when its files change. Create
@@ -79,7 +86,10 @@ func Watch(ctx context.Context, path string, e *Engine, opts ...WatchOption) (*W
 	}
 	w := &Watcher{path: path, engine: e, done: make(chan struct{}), cfg: watchConfig{debounce: 100 * time.Millisecond, logger: slog.Default()}}
 	for _, o := range opts {
-		o(&w.cfg)
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", sluice.ErrInvalid)
+		}
+		o.apply(&w.cfg)
 	}
 	if w.cfg.debounce < 0 || w.cfg.logger == nil {
 		return nil, fmt.Errorf("%w: negative debounce or nil logger", sluice.ErrInvalid)

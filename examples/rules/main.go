@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"github.com/sluicehq/sluice/policy"
 )
@@ -75,27 +76,17 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-// verdict names the strictest matched rule: the one that denied, or the
-// one with the fewest requests left.
+// verdict names the rule that decided: the one that denied, or the one
+// with the fewest requests left.
 func verdict(res policy.Result) string {
-	var strictest *policy.Status
-	for i := range res.Statuses {
-		s := &res.Statuses[i]
-		if !s.Matched || s.Unlimited {
-			continue
-		}
-		if strictest == nil || (!s.Decision.Allowed && strictest.Decision.Allowed) ||
-			(s.Decision.Allowed == strictest.Decision.Allowed && s.Decision.Remaining < strictest.Decision.Remaining) {
-			strictest = s
-		}
-	}
+	st, ok := res.Strictest()
 	switch {
-	case strictest == nil:
-		return "allowed (no rule applies)"
+	case !ok:
+		return "allowed (no limited rule applies)"
 	case !res.Allowed:
-		return fmt.Sprintf("denied by %s, retry in %s", strictest.Decision.Rule, strictest.Decision.RetryAfter.Round(1e9))
+		return fmt.Sprintf("denied by %s, retry in %s", st.Decision.Rule, st.Decision.RetryAfter.Round(time.Second))
 	}
-	return fmt.Sprintf("allowed, %d left on %s", strictest.Decision.Remaining, strictest.Decision.Rule)
+	return fmt.Sprintf("allowed, %d left on %s", st.Decision.Remaining, st.Decision.Rule)
 }
 
 // rulesPath finds rules.yaml beside this file, wherever go run starts.
