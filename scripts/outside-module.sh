@@ -18,7 +18,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 # The recipe's module directories, relative to the clone.
-library_modules=(. backends/redisstore backends/pgstore cluster conformance policy)
+library_modules=(. backends/redisstore backends/pgstore cluster conformance policy policy/pgrules)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-outside.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -57,6 +57,7 @@ import (
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 	_ "github.com/sluicehq/sluice/policy"
+	_ "github.com/sluicehq/sluice/policy/pgrules"
 )
 
 func main() {
