@@ -1,0 +1,2 @@
+// Package grpclimit rate-limits gRPC servers and makes clients back off.
+package grpclimit
