@@ -225,7 +225,7 @@ func TestMiddleware(t *testing.T) {
 			steps: []step{
 				{header: fwd("Forwarded", `for=192.0.2.9, for="[2001:db8:cafe::17]:4711";proto=https`), status: 200},
 				{header: fwd("Forwarded", `for="[2001:db8:cafe::99]"`), status: 429}, // same /64
-				{header: fwd("X-Forwarded-For", "192.0.2.10"), status: 200},           // not the configured header: the proxy itself
+				{header: fwd("X-Forwarded-For", "192.0.2.10"), status: 200},          // not the configured header: the proxy itself
 			},
 		},
 		{
