@@ -46,15 +46,21 @@ type Result struct {
 // never pass (it exceeds a rule's burst), 503 when the limiter's store
 // failed closed, 429 otherwise. It is 200 for an allowed request.
 func (res *Result) StatusCode() int {
+	return statusCode(res.Allowed, res.Err, res.Quotas)
+}
+
+// statusCode is Result.StatusCode on the parts of a Result: a pointer to
+// the Result would make its Quotas escape wherever its Err does.
+func statusCode(allowed bool, err error, quotas []Quota) int {
 	switch {
-	case res.Allowed:
+	case allowed:
 		return http.StatusOK
-	case errors.Is(res.Err, ErrNoKey), errors.Is(res.Err, sluice.ErrInvalid):
+	case errors.Is(err, ErrNoKey), errors.Is(err, sluice.ErrInvalid):
 		return http.StatusBadRequest
-	case res.Err != nil:
+	case err != nil:
 		return http.StatusServiceUnavailable
 	}
-	if q := res.denying(); q != nil && q.Decision.RetryAfter == sluice.Never {
+	if q := denying(quotas); q != nil && q.Decision.RetryAfter == sluice.Never {
 		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusTooManyRequests
@@ -62,10 +68,10 @@ func (res *Result) StatusCode() int {
 
 // denying returns the quota that denies the request: the denying,
 // non-shadow rule with the longest RetryAfter; nil when none does.
-func (res *Result) denying() *Quota {
+func denying(quotas []Quota) *Quota {
 	var worst *Quota
-	for i := range res.Quotas {
-		q := &res.Quotas[i]
+	for i := range quotas {
+		q := &quotas[i]
 		if q.Shadow || q.Decision.Allowed || q.Decision.ByPolicy {
 			continue
 		}
@@ -76,9 +82,15 @@ func (res *Result) denying() *Quota {
 	return worst
 }
 
-// retryAfterSeconds is the Retry-After of a 429: the denying rule's wait.
-func (res *Result) retryAfterSeconds() int64 {
-	if q := res.denying(); q != nil {
+// result returns the Result of the parts finish is given, with a copy of
+// quotas that the caller may keep.
+func result(quotas []Quota, allowed bool, cost int64, err error) Result {
+	return Result{Allowed: allowed, Cost: cost, Quotas: append([]Quota(nil), quotas...), Err: err}
+}
+
+// retryAfterOf is the Retry-After of a 429: the denying rule's wait.
+func retryAfterOf(quotas []Quota) int64 {
+	if q := denying(quotas); q != nil {
 		return retryAfterSeconds(q.Decision.RetryAfter)
 	}
 	return 1
@@ -159,27 +171,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		res.Quotas, res.Allowed, res.Err = h.d.fn(r, cost, res.Quotas)
 	}
-	h.finish(w, r, &res)
+	h.finish(w, r, res.Quotas, res.Allowed, res.Cost, res.Err)
 	clear(res.Quotas)
 	*qp = res.Quotas[:0]
 	quotaPool.Put(qp)
 }
 
-// serveLimiter is the single-rule path: its Result lives on the stack.
+// serveLimiter is the single-rule path: its quota lives on the stack.
 func (h *handler) serveLimiter(w http.ResponseWriter, r *http.Request, cost int64) {
 	var one [1]Quota
-	res := Result{Cost: cost}
 	key, err := h.d.key(r)
 	if err != nil {
-		res.Err = err
-	} else {
-		d, err := h.d.limiter.AllowN(r.Context(), key, cost)
-		one[0] = Quota{Policy: d.Rule, Decision: d, Key: key, Shadow: h.cfg.shadow}
-		res.Quotas = one[:]
-		res.Err = err
-		res.Allowed = d.Allowed || h.cfg.shadow && err == nil
+		h.finish(w, r, nil, false, cost, err)
+		return
 	}
-	h.finish(w, r, &res)
+	d, err := h.d.limiter.AllowN(r.Context(), key, cost)
+	one[0] = Quota{Policy: d.Rule, Decision: d, Key: key, Shadow: h.cfg.shadow}
+	h.finish(w, r, one[:], d.Allowed || h.cfg.shadow && err == nil, cost, err)
 }
 
 func (h *handler) decideComposite(r *http.Request, res *Result) {
@@ -205,40 +213,42 @@ func (h *handler) decideComposite(r *http.Request, res *Result) {
 }
 
 // finish writes the fields and either calls the next handler or refuses.
-func (h *handler) finish(w http.ResponseWriter, r *http.Request, res *Result) {
-	if errors.Is(res.Err, context.Canceled) && r.Context().Err() != nil {
+// It takes a Result's parts, not a Result, so that quotas can stay on the
+// caller's stack (see statusCode).
+func (h *handler) finish(w http.ResponseWriter, r *http.Request, quotas []Quota, allowed bool, cost int64, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client is gone: nobody reads an answer
 	}
-	if res.Err != nil && res.Allowed {
-		res.Err = nil // a fail-open rule's error is the rule's business
+	if allowed {
+		err = nil // a fail-open rule's error is the rule's business
 	}
 	hdr := w.Header()
 	now := time.Time{}
 	if h.cfg.headers&(XRateLimitHeaders) != 0 {
 		now = time.Now()
 	}
-	h.fields.write(hdr, res.Quotas, res.Cost, &h.cfg, now)
+	h.fields.write(hdr, quotas, cost, &h.cfg, now)
 	if h.cfg.onDecision != nil {
-		h.cfg.onDecision(r, res)
+		res := result(quotas, allowed, cost, err)
+		h.cfg.onDecision(r, &res)
 	}
-	if res.Allowed {
+	if allowed {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	status := res.StatusCode()
+	status := statusCode(allowed, err, quotas)
 	switch status {
 	case http.StatusTooManyRequests:
-		hdr["Retry-After"] = []string{formatSeconds(res.retryAfterSeconds())}
+		hdr["Retry-After"] = []string{formatSeconds(retryAfterOf(quotas))}
 	case http.StatusServiceUnavailable:
 		hdr["Retry-After"] = []string{formatSeconds(retryAfterSeconds(h.cfg.unavailableRetry))}
 	}
+	res := result(quotas, allowed, cost, err)
 	if h.cfg.deny != nil {
-		cp := *res
-		cp.Quotas = append([]Quota(nil), res.Quotas...)
-		h.cfg.deny(w, r, cp)
+		h.cfg.deny(w, r, res)
 		return
 	}
-	writeProblem(w, status, res)
+	writeProblem(w, status, &res)
 }
 
 // HeaderStyle selects the rate-limit fields the middleware sends.

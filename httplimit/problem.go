@@ -46,10 +46,10 @@ func NewProblem(res *Result) Problem {
 		}
 	}
 	if status == http.StatusRequestEntityTooLarge {
-		q := res.denying()
+		q := denying(res.Quotas)
 		p.Detail = fmt.Sprintf("the request costs %d units; policy %q admits at most %d at once, so it can never pass", res.Cost, q.Policy, q.Decision.Limit.Burst)
 	} else {
-		p.Detail = "retry after " + strconv.FormatInt(res.retryAfterSeconds(), 10) + " s"
+		p.Detail = "retry after " + strconv.FormatInt(retryAfterOf(res.Quotas), 10) + " s"
 	}
 	return p
 }
