@@ -9,7 +9,10 @@ import (
 func TestDelayBounds(t *testing.T) {
 	p := Policy{Base: 100 * time.Millisecond, Max: time.Second}.WithDefaults()
 	for retry := range 70 {
-		ceiling := min(time.Second, 100*time.Millisecond<<min(retry, 40))
+		ceiling := time.Second
+		if retry < 4 {
+			ceiling = 100 * time.Millisecond << retry
+		}
 		for range 200 {
 			d := p.Delay(retry, 2*time.Second)
 			if d < 2*time.Second || d >= 2*time.Second+ceiling {
