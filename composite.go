@@ -76,17 +76,66 @@ func (c *Composite) Decide(ctx context.Context, n int64, keys ...string) ([]Deci
 	if len(keys) != len(rules) {
 		return nil, fmt.Errorf("%w: %d keys for %d rules", ratelimit.ErrInvalidKey, len(keys), len(rules))
 	}
-	ds := make([]Decision, len(rules))
-	checks := make([]ratelimit.Check, 0, len(rules))
-	limited := make([]int, 0, len(rules)) // rule index of each check
+	return c.decide(ctx, n, rules, keys, nil)
+}
+
+// Selection picks one of a Composite's rules for DecideSelected.
+type Selection struct {
+	// Rule is the rule's index in the Composite, in NewComposite's order.
+	Rule int
+	// Key is the key of the rule's bucket.
+	Key string
+	// Limit, when not the zero Limit, replaces the rule's limit for this
+	// call, as Limiter.AllowWithLimit does: the bucket stays the rule's.
+	Limit Limit
+}
+
+// DecideSelected is Decide for the selected rules only, each with its key
+// and optionally its own limit; the rules not selected are not touched.
+// The selected rules are decided as one atomic step, like every rule of
+// Decide: this is how a caller whose requests each match a different
+// subset of rules (policy engines) keeps one Composite instead of one per
+// subset. Decisions come in selection order. A rule may be selected at
+// most once per call.
+func (c *Composite) DecideSelected(ctx context.Context, n int64, sel []Selection) ([]Decision, error) {
+	rules := *c.rules.Load()
+	if len(sel) == 0 {
+		return nil, fmt.Errorf("%w: no rule selected", ratelimit.ErrInvalidRule)
+	}
+	for i := range sel {
+		s := &sel[i]
+		if s.Rule < 0 || s.Rule >= len(rules) {
+			return nil, fmt.Errorf("%w: rule index %d outside 0..%d", ratelimit.ErrInvalidRule, s.Rule, len(rules)-1)
+		}
+		if s.Limit != (Limit{}) {
+			if err := validateLimit(rules[s.Rule].Name, rules[s.Rule].Algorithm, s.Limit); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c.decide(ctx, n, rules, nil, sel)
+}
+
+// decide applies n to rules: each with keys[i] when sel is nil, otherwise
+// the selected rules with their keys and limits.
+func (c *Composite) decide(ctx context.Context, n int64, rules []*compiled, keys []string, sel []Selection) ([]Decision, error) {
+	count := len(rules)
+	if sel != nil {
+		count = len(sel)
+	}
+	ds := make([]Decision, count)
+	checks := make([]ratelimit.Check, 0, count)
+	limited := make([]int, 0, count) // decision index of each check
 	var budget time.Duration
-	for i, r := range rules {
-		ck := ratelimit.Check{Namespace: r.Name, Key: keys[i], Algorithm: r.alg, Limit: r.Limit, Cost: n}
-		if r.Limit.IsUnlimited() {
+	for i := range count {
+		r, key, limit := c.pick(rules, keys, sel, i)
+		ck := ratelimit.Check{Namespace: r.Name, Key: key, Algorithm: r.alg, Limit: limit, Cost: n}
+		if limit.IsUnlimited() {
 			if err := ck.ValidateRequest(); err != nil {
 				return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 			}
 			ds[i] = unlimited(&r.Rule)
+			ds[i].Limit = limit
 			continue
 		}
 		checks = append(checks, ck)
@@ -96,36 +145,83 @@ func (c *Composite) Decide(ctx context.Context, n int64, keys ...string) ([]Deci
 		}
 	}
 	if len(checks) == 0 {
-		c.observeAll(ctx, keys, ds, nil)
+		c.observeAll(ctx, rules, keys, sel, ds, nil)
 		return ds, nil
 	}
 	out := make([]ratelimit.Outcome, len(checks))
 	err := c.applyAll(ctx, budget, checks, out)
 	if err == nil {
 		for j, i := range limited {
-			ds[i] = decisionOf(&out[j], &rules[i].Rule)
+			r, _, _ := c.pick(rules, keys, sel, i)
+			ds[i] = decisionOf(&out[j], &r.Rule)
+			ds[i].Limit = checks[j].Limit
 		}
-		c.observeAll(ctx, keys, ds, nil)
+		c.observeAll(ctx, rules, keys, sel, ds, nil)
 		return ds, nil
 	}
 	policy, err := classify(ctx, err)
 	if !policy {
-		for _, i := range limited {
-			ds[i] = Decision{Limit: rules[i].Limit, Rule: rules[i].Name}
+		for j, i := range limited {
+			r, _, _ := c.pick(rules, keys, sel, i)
+			ds[i] = Decision{Limit: checks[j].Limit, Rule: r.Name}
 		}
-		c.observeAll(ctx, keys, ds, err)
+		c.observeAll(ctx, rules, keys, sel, ds, err)
 		return ds, err
 	}
 	open := true
-	for _, i := range limited {
-		ds[i] = byPolicy(&rules[i].Rule)
-		open = open && rules[i].FailOpen
+	for j, i := range limited {
+		r, _, _ := c.pick(rules, keys, sel, i)
+		ds[i] = byPolicy(&r.Rule)
+		ds[i].Limit = checks[j].Limit
+		open = open && r.FailOpen
 	}
-	c.observeAll(ctx, keys, ds, err)
+	c.observeAll(ctx, rules, keys, sel, ds, err)
 	if open {
 		return ds, nil
 	}
 	return ds, err
+}
+
+// pick returns the rule, key and limit of the i-th decision of decide.
+func (c *Composite) pick(rules []*compiled, keys []string, sel []Selection, i int) (*compiled, string, Limit) {
+	if sel == nil {
+		return rules[i], keys[i], rules[i].Limit
+	}
+	r := rules[sel[i].Rule]
+	if sel[i].Limit == (Limit{}) {
+		return r, sel[i].Key, r.Limit
+	}
+	return r, sel[i].Key, sel[i].Limit
+}
+
+// WithRules returns a new Composite of rules on c's store and observer,
+// validated like NewComposite. A rule named like one of c's carries on
+// from it as SetRule would (buckets kept; an algorithm change converts
+// states on first use); c itself is unchanged and stays usable. Policy
+// engines build each new rule set this way.
+func (c *Composite) WithRules(rules []Rule) (*Composite, error) {
+	if len(rules) == 0 {
+		return nil, fmt.Errorf("%w: a composite needs at least one rule", ratelimit.ErrInvalidRule)
+	}
+	prev := make(map[string]*compiled)
+	for _, r := range *c.rules.Load() {
+		prev[r.Name] = r
+	}
+	compiledRules := make([]*compiled, len(rules))
+	seen := make(map[string]bool, len(rules))
+	for i, rule := range rules {
+		var err error
+		if compiledRules[i], err = compile(rule, c.store, prev[rule.Name]); err != nil {
+			return nil, err
+		}
+		if seen[rule.Name] {
+			return nil, fmt.Errorf("%w: duplicate rule name %q", ratelimit.ErrInvalidRule, rule.Name)
+		}
+		seen[rule.Name] = true
+	}
+	next := &Composite{caller: caller{store: c.store, observe: c.observe}}
+	next.rules.Store(&compiledRules)
+	return next, nil
 }
 
 // SetRule replaces the rule named rule.Name, as Limiter.SetRule does.
@@ -150,11 +246,12 @@ func (c *Composite) SetRule(rule Rule) error {
 	return fmt.Errorf("%w: the composite has no rule %q", ratelimit.ErrInvalidRule, rule.Name)
 }
 
-func (c *Composite) observeAll(ctx context.Context, keys []string, ds []Decision, err error) {
+func (c *Composite) observeAll(ctx context.Context, rules []*compiled, keys []string, sel []Selection, ds []Decision, err error) {
 	if c.observe == nil {
 		return
 	}
 	for i := range ds {
-		c.observe(ctx, keys[i], ds[i], err)
+		_, key, _ := c.pick(rules, keys, sel, i)
+		c.observe(ctx, key, ds[i], err)
 	}
 }
