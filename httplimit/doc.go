@@ -22,7 +22,8 @@
 //   - 429 with Retry-After (whole seconds, rounded up, at least 1) when a
 //     rule denies;
 //   - 413 without Retry-After when the request's cost exceeds a rule's
-//     burst, so that no wait would let it pass;
+//     burst, so that no wait would let it pass, and 403 when a rule
+//     admits nothing at all (a policy's requests_per_unit: 0);
 //   - 503 with Retry-After when a fail-closed rule's store failed (a
 //     fail-open rule lets the request through), never 500;
 //   - 400 when a Key finds nothing (ErrNoKey) or the input is invalid.

@@ -43,7 +43,8 @@ type Result struct {
 
 // StatusCode returns the status the middleware answers a refused request
 // with: 400 for a missing key or invalid input, 413 when the cost can
-// never pass (it exceeds a rule's burst), 503 when the limiter's store
+// never pass (it exceeds a rule's burst), 403 when a rule admits nothing
+// at all (a policy's requests_per_unit: 0), 503 when the limiter's store
 // failed closed, 429 otherwise. It is 200 for an allowed request.
 func (res *Result) StatusCode() int {
 	return statusCode(res.Allowed, res.Err, res.Quotas)
@@ -61,6 +62,9 @@ func statusCode(allowed bool, err error, quotas []Quota) int {
 		return http.StatusServiceUnavailable
 	}
 	if q := denying(quotas); q != nil && q.Decision.RetryAfter == sluice.Never {
+		if q.Decision.Limit.Count == 0 {
+			return http.StatusForbidden // a rule that admits nothing
+		}
 		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusTooManyRequests

@@ -45,10 +45,13 @@ func NewProblem(res *Result) Problem {
 			p.ViolatedPolicies = append(p.ViolatedPolicies, q.Policy)
 		}
 	}
-	if status == http.StatusRequestEntityTooLarge {
+	switch status {
+	case http.StatusForbidden:
+		p.Detail = "a policy admits no requests of this kind"
+	case http.StatusRequestEntityTooLarge:
 		q := denying(res.Quotas)
 		p.Detail = fmt.Sprintf("the request costs %d units; policy %q admits at most %d at once, so it can never pass", res.Cost, q.Policy, q.Decision.Limit.Burst)
-	} else {
+	default:
 		p.Detail = "retry after " + strconv.FormatInt(retryAfterOf(res.Quotas), 10) + " s"
 	}
 	return p
