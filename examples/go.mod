@@ -5,6 +5,7 @@ go 1.26.0
 require github.com/sluicehq/sluice/cluster v0.1.0
 
 require (
+	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
@@ -28,3 +29,7 @@ replace (
 require github.com/sluicehq/sluice v0.1.0
 
 replace github.com/sluicehq/sluice => ..
+
+require github.com/sluicehq/sluice/httplimit v0.1.0
+
+replace github.com/sluicehq/sluice/httplimit => ../httplimit
