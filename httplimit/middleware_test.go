@@ -444,7 +444,7 @@ func TestCompositeReportsEveryRule(t *testing.T) {
 	global := func(*http.Request) (string, error) { return "all", nil }
 	srv := newServer(t, httplimit.Middleware(httplimit.ByComposite(c, httplimit.ClientIP(), global)))
 	first := do(t, srv, nil)
-	if first.resp.StatusCode != 200 || len(first.fields.limit) != 2 || len(first.fields.policy) != 2 {
+	if first.resp.StatusCode != http.StatusOK || len(first.fields.limit) != 2 || len(first.fields.policy) != 2 {
 		t.Fatalf("status %d, RateLimit %v, RateLimit-Policy %v", first.resp.StatusCode, first.resp.Header.Values("RateLimit"), first.resp.Header.Values("RateLimit-Policy"))
 	}
 	if q, w := param(t, first.fields.policy["global"], "q"), param(t, first.fields.policy["global"], "w"); q != 2 || w != 1 {
@@ -452,7 +452,7 @@ func TestCompositeReportsEveryRule(t *testing.T) {
 	}
 	_ = do(t, srv, nil)
 	third := do(t, srv, nil)
-	if third.resp.StatusCode != 429 {
+	if third.resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("third request: status %d, want 429 from the global rule", third.resp.StatusCode)
 	}
 	if vp := third.problem.ViolatedPolicies; len(vp) != 1 || vp[0] != "global" {

@@ -69,7 +69,8 @@ func refuse429(a *arrivals, n int, retryAfter string) http.Handler {
 	})
 }
 
-func get(t *testing.T, ctx context.Context, c *http.Client, client string) (*http.Response, error) {
+// get sends a GET as client and returns the final status.
+func get(ctx context.Context, t *testing.T, c *http.Client, client string) (int, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/x", nil)
 	if err != nil {
@@ -77,11 +78,12 @@ func get(t *testing.T, ctx context.Context, c *http.Client, client string) (*htt
 	}
 	req.Header.Set("Client", client)
 	resp, err := c.Do(req)
-	if err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
+	if err != nil {
+		return 0, err
 	}
-	return resp, err
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
 }
 
 // TestTransportRetriesNeverEarlyAndJittered: 64 clients told the same
@@ -95,9 +97,9 @@ func TestTransportRetriesNeverEarlyAndJittered(t *testing.T) {
 		for i := range clients {
 			wg.Go(func() {
 				c := &http.Client{Transport: &httplimit.Transport{Base: handlerTransport{srv}, BaseDelay: time.Second}}
-				resp, err := get(t, t.Context(), c, strconv.Itoa(i))
-				if err != nil || resp.StatusCode != 200 {
-					t.Errorf("client %d: %v %v", i, resp, err)
+				code, err := get(t.Context(), t, c, strconv.Itoa(i))
+				if err != nil || code != http.StatusOK {
+					t.Errorf("client %d: %d %v", i, code, err)
 				}
 			})
 		}
@@ -136,8 +138,8 @@ func TestTransportHTTPDate(t *testing.T) {
 			t.Fatalf("HTTP-date %q not in GMT", at)
 		}
 		c := &http.Client{Transport: &httplimit.Transport{Base: handlerTransport{refuse429(&a, 1, at)}}}
-		if resp, err := get(t, t.Context(), c, "x"); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("%v %v", resp, err)
+		if code, err := get(t.Context(), t, c, "x"); err != nil || code != http.StatusOK {
+			t.Fatalf("%d %v", code, err)
 		}
 		ts := a.of("x")
 		// The date has whole seconds: the retry is due at its second.
@@ -152,9 +154,9 @@ func TestTransportCapsAttemptsAndTime(t *testing.T) {
 		var a arrivals
 		always := refuse429(&a, 1<<30, "1")
 		c := &http.Client{Transport: &httplimit.Transport{Base: handlerTransport{always}, MaxAttempts: 3}}
-		resp, err := get(t, t.Context(), c, "capped")
-		if err != nil || resp.StatusCode != 429 {
-			t.Fatalf("%v %v, want the last 429", resp, err)
+		code, err := get(t.Context(), t, c, "capped")
+		if err != nil || code != http.StatusTooManyRequests {
+			t.Fatalf("%d %v, want the last 429", code, err)
 		}
 		if n := len(a.of("capped")); n != 3 {
 			t.Errorf("%d attempts, want 3", n)
@@ -163,8 +165,8 @@ func TestTransportCapsAttemptsAndTime(t *testing.T) {
 		far := refuse429(&a, 1<<30, "3600")
 		c = &http.Client{Transport: &httplimit.Transport{Base: handlerTransport{far}, MaxElapsed: time.Minute}}
 		start := time.Now()
-		if resp, err := get(t, t.Context(), c, "far"); err != nil || resp.StatusCode != 429 {
-			t.Fatalf("%v %v", resp, err)
+		if code, err := get(t.Context(), t, c, "far"); err != nil || code != http.StatusTooManyRequests {
+			t.Fatalf("%d %v", code, err)
 		}
 		if n := len(a.of("far")); n != 1 || time.Since(start) != 0 {
 			t.Errorf("%d attempts over %s for a Retry-After past MaxElapsed, want 1 at once", n, time.Since(start))
@@ -181,9 +183,9 @@ func TestTransportStopsOnContextEnd(t *testing.T) {
 		// A deadline the next wait would pass: the last answer, at once.
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
-		resp, err := get(t, ctx, c, "deadline")
-		if err != nil || resp.StatusCode != 429 {
-			t.Fatalf("%v %v", resp, err)
+		code, err := get(ctx, t, c, "deadline")
+		if err != nil || code != http.StatusTooManyRequests {
+			t.Fatalf("%d %v", code, err)
 		}
 		if n := len(a.of("deadline")); n > 3 {
 			t.Errorf("%d attempts within a 2.5 s deadline at Retry-After 1", n)
@@ -192,7 +194,7 @@ func TestTransportStopsOnContextEnd(t *testing.T) {
 		// Cancelled while waiting: the context's error, no more attempts.
 		ctx, cancel = context.WithCancel(t.Context())
 		time.AfterFunc(500*time.Millisecond, cancel)
-		_, err = get(t, ctx, c, "cancel")
+		_, err = get(ctx, t, c, "cancel")
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("error %v, want context.Canceled", err)
 		}
@@ -215,7 +217,7 @@ func TestTransportRetriesOnlyReplayable(t *testing.T) {
 			refuse429(&a, 1, "1").ServeHTTP(w, r)
 		})
 		c := &http.Client{Transport: &httplimit.Transport{Base: handlerTransport{srv}}}
-		post := func(client string, body io.Reader) *http.Response {
+		post := func(client string, body io.Reader) int {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://api.test/x", body)
 			req.Header.Set("Client", client)
 			resp, err := c.Do(req)
@@ -223,15 +225,15 @@ func TestTransportRetriesOnlyReplayable(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = resp.Body.Close()
-			return resp
+			return resp.StatusCode
 		}
 		// A one-shot body cannot be replayed: the 429 is returned.
-		if resp := post("oneshot", io.NopCloser(strings.NewReader("a"))); resp.StatusCode != 429 {
-			t.Errorf("one-shot POST: status %d, want 429 returned", resp.StatusCode)
+		if code := post("oneshot", io.NopCloser(strings.NewReader("a"))); code != http.StatusTooManyRequests {
+			t.Errorf("one-shot POST: status %d, want 429 returned", code)
 		}
 		// NewRequest sets GetBody for a strings.Reader: replayed, in full.
-		if resp := post("replay", strings.NewReader("payload")); resp.StatusCode != 200 {
-			t.Errorf("replayable POST: status %d, want 200 after a retry", resp.StatusCode)
+		if code := post("replay", strings.NewReader("payload")); code != http.StatusOK {
+			t.Errorf("replayable POST: status %d, want 200 after a retry", code)
 		}
 		if want := []string{"a", "payload", "payload"}; !slices.Equal(bodies, want) {
 			t.Errorf("bodies %q, want %q", bodies, want)
@@ -256,7 +258,7 @@ func TestTransportPacesOnSpentQuota(t *testing.T) {
 		})
 		c := &http.Client{Transport: &httplimit.Transport{Base: handlerTransport{srv}}}
 		for range 3 {
-			if _, err := get(t, t.Context(), c, ""); err != nil {
+			if _, err := get(t.Context(), t, c, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -293,7 +295,7 @@ func TestTransportRealServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode != 200 || hits.Load() != 2 {
+	if resp.StatusCode != http.StatusOK || hits.Load() != 2 {
 		t.Fatalf("status %d after %d requests", resp.StatusCode, hits.Load())
 	}
 	if gap := time.Duration(second.Load() - first.Load()); gap < time.Second {
