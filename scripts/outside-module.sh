@@ -18,7 +18,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 # The recipe's module directories, relative to the clone.
-library_modules=(. backends/redisstore backends/pgstore cluster conformance)
+library_modules=(. backends/redisstore backends/pgstore cluster conformance httplimit grpclimit)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-outside.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -56,6 +56,8 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/grpclimit"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 func main() {
@@ -114,6 +116,14 @@ func run(ctx context.Context) error {
 		return err
 	}
 	fmt.Println("redis and postgres stores built")
+
+	edge, err := sluice.New(rule, sluice.WithStore(mem))
+	if err != nil {
+		return err
+	}
+	_ = httplimit.Middleware(httplimit.ByLimiter(edge, httplimit.ClientIP()))
+	_ = grpclimit.UnaryServerInterceptor(grpclimit.ByLimiter(edge, grpclimit.Method()))
+	fmt.Println("HTTP middleware and gRPC interceptor built")
 
 	_, err = sluice.New(sluice.Rule{Name: "api", Algorithm: gcra.New()})
 	if !errors.Is(err, ratelimit.ErrInvalid) {
