@@ -79,17 +79,29 @@ func quotaWindow(l sluice.Limit) (q, w int64) {
 
 // fieldCache keeps the ruleFields of the rules a handler reports, slot i
 // for a request's i-th quota, rebuilt when a rule's name or limit changes.
+// Behind the slots, byName keeps every rule seen, for deciders (a policy)
+// whose i-th quota is not always the same rule.
 type fieldCache struct {
-	slots atomicSlice
+	slots  atomicSlice
+	byName sync.Map // rule name -> *ruleFields
 }
 
 func (c *fieldCache) get(i int, name string, l sluice.Limit) *ruleFields {
-	if s := c.slots.load(); i < len(s) {
+	s := c.slots.load()
+	if i < len(s) {
 		if rf := s[i]; rf != nil && rf.name == name && rf.limit == l {
 			return rf
 		}
 	}
+	if v, ok := c.byName.Load(name); ok && v.(*ruleFields).limit == l {
+		rf := v.(*ruleFields)
+		if i >= len(s) || s[i] == nil {
+			c.slots.set(i, rf)
+		}
+		return rf // slot i serves another rule too: leave it
+	}
 	rf := newRuleFields(name, l)
+	c.byName.Store(name, rf)
 	c.slots.set(i, rf)
 	return rf
 }
