@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -461,5 +462,65 @@ func TestCompositeReportsEveryRule(t *testing.T) {
 	// The denied request took nothing from the per-ip rule.
 	if r := param(t, third.fields.limit["per-ip"], "r"); r != 3 {
 		t.Errorf("per-ip r=%d after the denial, want 3", r)
+	}
+}
+
+// TestMiddlewareConcurrentSafe: 8 clients sending 20 requests each at one
+// key through a real server get exactly the burst admitted.
+func TestMiddlewareConcurrentSafe(t *testing.T) {
+	mw := httplimit.Middleware(httplimit.ByLimiter(newLimiter(t, sluice.PerHour(50), false, nil), httplimit.ClientIP()))
+	srv := newServer(t, mw)
+	var allowed, denied atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					allowed.Add(1)
+				case http.StatusTooManyRequests:
+					denied.Add(1)
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 50 || denied.Load() != 110 {
+		t.Errorf("%d allowed, %d denied; want exactly 50 and 110", allowed.Load(), denied.Load())
+	}
+}
+
+// reusedWriter is a ResponseWriter whose header map keeps its capacity
+// between requests, so that only the middleware's own allocations count.
+type reusedWriter struct{ h http.Header }
+
+func (w *reusedWriter) Header() http.Header         { return w.h }
+func (w *reusedWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *reusedWriter) WriteHeader(int)             {}
+
+// TestMiddlewareAllocations enforces the allowed path's cost on a
+// Limiter: the RateLimit item and its one-element slice, nothing else
+// (the policy field is shared between responses).
+func TestMiddlewareAllocations(t *testing.T) {
+	h := httplimit.Middleware(httplimit.ByLimiter(newLimiter(t, sluice.PerSecond(1_000_000_000), false, nil), httplimit.ClientIP()))(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	w := &reusedWriter{h: http.Header{}}
+	h.ServeHTTP(w, req) // create the key and the cached policy field
+	allocs := testing.AllocsPerRun(1000, func() {
+		clear(w.h)
+		h.ServeHTTP(w, req)
+	})
+	if allocs > 2 {
+		t.Errorf("%.1f allocations per allowed request, want at most 2", allocs)
 	}
 }
