@@ -244,3 +244,38 @@ func TestClientHonoursRetryInfo(t *testing.T) {
 		t.Errorf("%v (context %v), want ResourceExhausted before the deadline", err, ctx.Err())
 	}
 }
+
+// TestCompositeNamesEveryDenyingRule: per-method and global rules decided
+// together; the global denial names its rule and takes nothing from the
+// other.
+func TestCompositeNamesEveryDenyingRule(t *testing.T) {
+	mem, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	c, err := sluice.NewComposite([]sluice.Rule{
+		{Name: "per-method", Algorithm: gcra.New(), Limit: sluice.PerMinute(5)},
+		{Name: "global", Algorithm: gcra.New(), Limit: sluice.PerMinute(1)},
+	}, sluice.WithStore(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := func(context.Context, string) (string, error) { return "all", nil }
+	client := serve(t, grpclimit.ByComposite(c, grpclimit.Method(), all), nil)
+	if _, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Check(t.Context(), &healthpb.HealthCheckRequest{})
+	code, ri, qf := details(t, err)
+	if code != codes.ResourceExhausted || ri == nil || len(qf.GetViolations()) != 1 || qf.GetViolations()[0].GetSubject() != "policy:global" {
+		t.Fatalf("code %s, RetryInfo %v, QuotaFailure %v", code, ri, qf)
+	}
+	ds, err := c.Decide(t.Context(), 0, "/grpc.health.v1.Health/Check", "all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds[0].Remaining != 4 {
+		t.Errorf("per-method has %d left after one admitted call and one refused, want 4", ds[0].Remaining)
+	}
+}
