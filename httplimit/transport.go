@@ -28,7 +28,7 @@ import (
 // Transport also paces: when a response's RateLimit field says a quota is
 // spent (r=0) it holds further requests to that host for the field's t
 // seconds, and when fewer than PaceBelow of the quota is left it spaces
-// them over t. Malformed fields, and fields on cached responses (Age > 0),
+// them over t; a hold longer than MaxElapsed is not waited for. Malformed fields, and fields on cached responses (Age > 0),
 // are ignored, as the draft requires.
 //
 // The zero value is usable; a Transport is safe for concurrent use.
@@ -66,11 +66,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	ctx := req.Context()
-	if err := t.waitPace(ctx, req.URL.Host); err != nil {
+	p := t.policy()
+	if err := t.waitPace(ctx, req.URL.Host, p.Total); err != nil {
 		closeBody(req)
 		return nil, err
 	}
-	p := t.policy()
 	start := time.Now()
 	replay := replayable(req)
 	for attempt := 1; ; attempt++ {
@@ -187,7 +187,9 @@ func (t *Transport) observe(host string, resp *http.Response) (floor, quotaWait 
 }
 
 // waitPace holds a request to host until its pacing allows, or ctx ends.
-func (t *Transport) waitPace(ctx context.Context, host string) error {
+// A hold longer than limit is not waited for: the request goes, and the
+// server's answer (a 429 with its Retry-After) decides.
+func (t *Transport) waitPace(ctx context.Context, host string, limit time.Duration) error {
 	t.mu.Lock()
 	at, ok := t.paceAt[host]
 	if ok && !time.Now().Before(at) {
@@ -195,7 +197,7 @@ func (t *Transport) waitPace(ctx context.Context, host string) error {
 		ok = false
 	}
 	t.mu.Unlock()
-	if !ok {
+	if !ok || time.Until(at) > limit {
 		return nil
 	}
 	return backoff.Sleep(ctx, time.Until(at))

@@ -302,3 +302,23 @@ func TestTransportRealServer(t *testing.T) {
 		t.Errorf("the server saw the retry %s after the 429 with Retry-After 1", gap)
 	}
 }
+
+// TestTransportDoesNotHoldPastMaxElapsed: a spent quota for an hour is
+// not waited for; the request goes and the server decides.
+func TestTransportDoesNotHoldPastMaxElapsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("RateLimit", `"p";r=0;t=3600`)
+		})
+		c := &http.Client{Transport: &httplimit.Transport{Base: handlerTransport{srv}}}
+		start := time.Now()
+		for range 2 {
+			if _, err := get(t.Context(), t, c, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("held %s for a quota spent for an hour, want no hold", waited)
+		}
+	})
+}
