@@ -33,7 +33,9 @@ func BenchmarkHTTPMiddleware(b *testing.B) {
 		name string
 		mw   func(b *testing.B) func(http.Handler) http.Handler
 	}{
-		{"none", func(*testing.B) func(http.Handler) http.Handler { return func(h http.Handler) http.Handler { return h } }},
+		{"none", func(*testing.B) func(http.Handler) http.Handler {
+			return func(h http.Handler) http.Handler { return h }
+		}},
 		{"sluice", sluiceMiddleware},
 		{"sethvargo", sethvargoMiddleware},
 		{"ulule", ululeMiddleware},
