@@ -8,10 +8,23 @@ import (
 	"testing"
 
 	"github.com/dunglas/httpsfv"
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/httplimit/httppolicy"
 	"github.com/sluicehq/sluice/policy"
 )
+
+// privateStore is a memory store of the test's own, so that reruns
+// (-count) start from full buckets.
+func privateStore(t *testing.T) *memstore.Store {
+	t.Helper()
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
 
 // TestPolicyMiddleware runs the middleware over a policy engine on a real
 // server: a per-IP rule, a per-API-key rule in shadow mode, and a path
@@ -25,7 +38,7 @@ func TestPolicyMiddleware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := policy.New(set)
+	engine, err := policy.New(set, policy.WithStore(privateStore(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +115,7 @@ func TestPolicyBlockedPathIsForbidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := policy.New(set)
+	engine, err := policy.New(set, policy.WithStore(privateStore(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
