@@ -322,3 +322,38 @@ func TestTransportDoesNotHoldPastMaxElapsed(t *testing.T) {
 		}
 	})
 }
+
+// TestTransportRateLimitFieldAsFloor: a 429 without Retry-After is retried
+// no earlier than the t of its spent RateLimit item; a bare 503 after the
+// backoff alone.
+func TestTransportRateLimitFieldAsFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var a arrivals
+		srv := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			client := r.Header.Get("Client")
+			if a.add(client) > 1 {
+				return
+			}
+			if client == "field" {
+				w.Header().Set("RateLimit", `"p";r=0;t=2`)
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})
+		c := &http.Client{Transport: &httplimit.Transport{Base: handlerTransport{srv}, MaxDelay: time.Second}}
+		for _, client := range []string{"field", "bare"} {
+			if code, err := get(t.Context(), t, c, client); err != nil || code != http.StatusOK {
+				t.Fatalf("%s: %d %v", client, code, err)
+			}
+		}
+		if ts := a.of("field"); ts[1].Sub(ts[0]) < 2*time.Second {
+			t.Errorf("retried %s after a 429 whose RateLimit said t=2", ts[1].Sub(ts[0]))
+		}
+		if ts := a.of("bare"); len(ts) != 2 {
+			t.Errorf("bare 503: %d requests, want 2", len(ts))
+		} else if gap := ts[1].Sub(ts[0]); gap >= time.Second {
+			t.Errorf("bare 503 retried after %s, want within the first backoff (< 100 ms)", gap)
+		}
+	})
+}
