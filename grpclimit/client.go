@@ -74,3 +74,90 @@ func retryFloor(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// StreamClientInterceptor retries server-streaming calls refused when they
+// open, as UnaryClientInterceptor retries unary calls: a refusal arrives
+// with the first receive, and until a message has arrived the stream is
+// opened again and its request replayed. Streams whose client sends a
+// stream of its own, and streams that have received a message, are never
+// retried.
+func StreamClientInterceptor(b Backoff) grpc.StreamClientInterceptor {
+	p := backoff.Policy{Base: b.BaseDelay, Max: b.MaxDelay, Attempts: b.MaxAttempts, Total: b.MaxElapsed}.WithDefaults()
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || desc.ClientStreams {
+			return cs, err
+		}
+		return &retryStream{ClientStream: cs, ctx: ctx, p: p, start: time.Now(), open: func() (grpc.ClientStream, error) {
+			return streamer(ctx, desc, cc, method, opts...)
+		}}, nil
+	}
+}
+
+// retryStream is a server-streaming ClientStream that is opened again when
+// the server refuses it before its first message.
+type retryStream struct {
+	grpc.ClientStream
+	// ctx is the call's: a stream lives as long as its call, and the
+	// refused stream's own context is cancelled when it ends.
+	ctx      context.Context
+	p        backoff.Policy
+	start    time.Time
+	open     func() (grpc.ClientStream, error)
+	sent     []any // the request, replayed on a new stream
+	closed   bool
+	received bool
+	attempt  int
+}
+
+func (s *retryStream) SendMsg(m any) error {
+	if !s.received {
+		s.sent = append(s.sent, m)
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *retryStream) CloseSend() error {
+	s.closed = true
+	return s.ClientStream.CloseSend()
+}
+
+func (s *retryStream) RecvMsg(m any) error {
+	for {
+		err := s.ClientStream.RecvMsg(m)
+		if err == nil || s.received {
+			s.received = s.received || err == nil
+			if s.received {
+				s.sent = nil
+			}
+			return err
+		}
+		floor, retry := retryFloor(err)
+		if !retry {
+			return err
+		}
+		s.attempt++
+		wait, ok := s.p.Next(s.ctx, s.start, s.attempt, floor)
+		if !ok {
+			return err
+		}
+		if serr := backoff.Sleep(s.ctx, wait); serr != nil {
+			return status.FromContextError(serr).Err()
+		}
+		cs, oerr := s.open()
+		if oerr != nil {
+			return oerr
+		}
+		s.ClientStream = cs
+		for _, msg := range s.sent {
+			if serr := cs.SendMsg(msg); serr != nil {
+				return serr
+			}
+		}
+		if s.closed {
+			if cerr := cs.CloseSend(); cerr != nil {
+				return cerr
+			}
+		}
+	}
+}

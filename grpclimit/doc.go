@@ -29,7 +29,8 @@
 // Unavailable answers no earlier than their RetryInfo, with the same
 // exponential backoff and full jitter as httplimit.Transport (one shared
 // implementation), capped in attempts and time and bounded by the call's
-// context.
+// context; StreamClientInterceptor does the same for server-streaming
+// calls refused when they open.
 //
 // The interceptors are safe for concurrent use.
 package grpclimit

@@ -279,3 +279,44 @@ func TestCompositeNamesEveryDenyingRule(t *testing.T) {
 		t.Errorf("per-method has %d left after one admitted call and one refused, want 4", ds[0].Remaining)
 	}
 }
+
+// TestStreamClientRetriesRefusedOpen: a server-streaming call refused
+// when it opens is opened again after the RetryInfo, and then streams.
+func TestStreamClientRetriesRefusedOpen(t *testing.T) {
+	var opened atomic.Int64
+	count := grpc.StreamServerInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		opened.Add(1)
+		return h(srv, ss)
+	})
+	lim := newLimiter(t, sluice.Limit{Count: 2, Period: time.Second, Burst: 1}, nil) // one stream per 500 ms
+	d := grpclimit.ByLimiter(lim, grpclimit.PeerAddress(64))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ChainStreamInterceptor(count, grpclimit.StreamServerInterceptor(d)))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor(grpclimit.Backoff{BaseDelay: time.Millisecond})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := healthpb.NewHealthClient(conn)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for i := range 2 {
+		w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	if n := opened.Load(); n != 3 {
+		t.Errorf("%d streams opened on the server, want 3 (the second refused once, then retried)", n)
+	}
+}
