@@ -13,6 +13,7 @@ require (
 )
 
 require (
+	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -39,3 +40,7 @@ replace github.com/sluicehq/sluice/conformance => ../conformance
 require github.com/sluicehq/sluice v0.1.0
 
 replace github.com/sluicehq/sluice => ..
+
+require github.com/sluicehq/sluice/httplimit v0.1.0
+
+replace github.com/sluicehq/sluice/httplimit => ../httplimit

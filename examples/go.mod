@@ -8,6 +8,7 @@ require (
 )
 
 require (
+	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
@@ -34,3 +35,7 @@ replace (
 require github.com/sluicehq/sluice v0.1.0
 
 replace github.com/sluicehq/sluice => ..
+
+require github.com/sluicehq/sluice/httplimit v0.1.0
+
+replace github.com/sluicehq/sluice/httplimit => ../httplimit

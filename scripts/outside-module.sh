@@ -18,7 +18,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 # The recipe's module directories, relative to the clone.
-library_modules=(. backends/redisstore backends/pgstore cluster conformance policy policy/pgrules)
+library_modules=(. backends/redisstore backends/pgstore cluster conformance policy policy/pgrules httplimit grpclimit)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-outside.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -58,6 +58,8 @@ import (
 	"github.com/sluicehq/sluice/core/ratelimit"
 	_ "github.com/sluicehq/sluice/policy"
 	_ "github.com/sluicehq/sluice/policy/pgrules"
+	"github.com/sluicehq/sluice/grpclimit"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 func main() {
@@ -116,6 +118,14 @@ func run(ctx context.Context) error {
 		return err
 	}
 	fmt.Println("redis and postgres stores built")
+
+	edge, err := sluice.New(rule, sluice.WithStore(mem))
+	if err != nil {
+		return err
+	}
+	_ = httplimit.Middleware(httplimit.ByLimiter(edge, httplimit.ClientIP()))
+	_ = grpclimit.UnaryServerInterceptor(grpclimit.ByLimiter(edge, grpclimit.Method()))
+	fmt.Println("HTTP middleware and gRPC interceptor built")
 
 	_, err = sluice.New(sluice.Rule{Name: "api", Algorithm: gcra.New()})
 	if !errors.Is(err, ratelimit.ErrInvalid) {

@@ -2,25 +2,24 @@
 // setup: three clients call an API guarded by two rules checked together
 // (per client and global). Every second it prints how many calls each
 // client got through and was refused, so burst, refill and Retry-After are
-// visible; then it shows an HTTP handler answering 429 with Retry-After.
-// It exits by itself after about five seconds.
+// visible; then it shows an HTTP handler behind httplimit's middleware
+// answering 429 with Retry-After and the IETF RateLimit fields. It exits by
+// itself after about five seconds.
 package main
 
 import (
 	"context"
 	"fmt"
 	"log"
-	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 type client struct {
@@ -95,34 +94,20 @@ func run(ctx context.Context) error {
 	return httpDemo(ctx)
 }
 
-// httpDemo guards a handler with a Limiter and answers 429 with
-// Retry-After when the limit is reached.
+// httpDemo guards a handler with httplimit's middleware: 429 with
+// Retry-After once the limit is reached, the IETF RateLimit fields on
+// every answer, and a problem+json body on refusals.
 func httpDemo(ctx context.Context) error {
 	lim, err := sluice.New(sluice.Rule{Name: "http", Algorithm: gcra.New(), Limit: sluice.PerMinute(3)})
 	if err != nil {
 		return err
 	}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Key by client address without the port. Behind a proxy, derive the
-		// client from a trusted proxy list instead of trusting headers.
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
-		}
-		d, err := lim.Allow(r.Context(), host)
-		if err != nil {
-			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-		if !d.Allowed {
-			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.RetryAfter.Seconds())), 10))
-			http.Error(w, "too many requests", http.StatusTooManyRequests)
-			return
-		}
+	// Keyed by client address; behind a proxy, pass its networks to
+	// ClientIP so that X-Forwarded-For is believed from it alone.
+	limit := httplimit.Middleware(httplimit.ByLimiter(lim, httplimit.ClientIP()))
+	srv := httptest.NewServer(limit(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "hello")
-	})
-	srv := httptest.NewServer(h)
+	})))
 	defer srv.Close()
 	fmt.Println("\nHTTP: 3 per minute per client address")
 	for i := 1; i <= 4; i++ {
@@ -135,7 +120,7 @@ func httpDemo(ctx context.Context) error {
 			return err
 		}
 		_ = resp.Body.Close()
-		fmt.Fprintf(os.Stdout, "request %d: %s remaining=%s retry-after=%q\n", i, resp.Status, resp.Header.Get("X-RateLimit-Remaining"), resp.Header.Get("Retry-After"))
+		fmt.Fprintf(os.Stdout, "request %d: %s  RateLimit: %s  Retry-After: %s\n", i, resp.Status, resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
 	}
 	return nil
 }
