@@ -42,8 +42,16 @@ func New(rule Rule, opts ...Option) (*Limiter, error) {
 	if mem, ok := cfg.store.(*memstore.Store); ok {
 		l.fast = mem.Namespace(rule.Name)
 	}
+	l.prepare(r)
 	l.rule.Store(r)
 	return l, nil
+}
+
+// prepare readies r, not yet published, for the memory store's hot path.
+func (l *Limiter) prepare(r *compiled) {
+	if l.fast != nil && r.budget <= 0 && !r.Limit.IsUnlimited() {
+		r.prep = memstore.Prepare(r.alg, r.Limit)
+	}
 }
 
 // Allow reports whether one unit for key may be taken now, and takes it if
@@ -62,7 +70,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	r := l.rule.Load()
 	var d Decision
-	err := l.take(ctx, r, r.Limit, key, n, &d)
+	err := l.take(ctx, r, r.prep, r.Limit, key, n, &d)
 	return d, err
 }
 
@@ -78,14 +86,34 @@ func (l *Limiter) AllowWithLimit(ctx context.Context, key string, n int64, limit
 		l.observed(ctx, key, &d, err)
 		return d, err
 	}
-	err := l.take(ctx, r, limit, key, n, &d)
+	err := l.take(ctx, r, nil, limit, key, n, &d)
 	return d, err
 }
 
 // take decides n units for key under limit and writes the decision to *d,
 // which the callers return by value: filling it in place saves copying it
-// up the call chain.
-func (l *Limiter) take(ctx context.Context, r *compiled, limit Limit, key string, n int64, d *Decision) error {
+// up the call chain. prep is r.prep when limit is the rule's, else nil.
+func (l *Limiter) take(ctx context.Context, r *compiled, prep *memstore.Prepared, limit Limit, key string, n int64, d *Decision) error {
+	if prep != nil {
+		// The memory store's hot path: no Check to build, the outcome
+		// written in place and the decision filled once.
+		var o ratelimit.Outcome
+		if err := l.fast.Take(ctx, prep, key, n, &o); err != nil {
+			return l.failed(ctx, r, limit, key, err, d)
+		}
+		*d = Decision{
+			Allowed:    o.Allowed,
+			Remaining:  o.Remaining,
+			RetryAfter: o.RetryAfter,
+			ResetAfter: o.ResetAfter,
+			Limit:      limit,
+			Rule:       r.Name,
+		}
+		if l.observe != nil {
+			l.observe(ctx, key, *d, nil)
+		}
+		return nil
+	}
 	c := ratelimit.Check{Namespace: r.Name, Key: key, Algorithm: r.alg, Limit: limit, Cost: n}
 	if limit.IsUnlimited() {
 		err := c.ValidateRequest()
@@ -105,6 +133,12 @@ func (l *Limiter) take(ctx context.Context, r *compiled, limit Limit, key string
 		l.observed(ctx, key, d, nil)
 		return nil
 	}
+	return l.failed(ctx, r, limit, key, err, d)
+}
+
+// failed writes to *d the decision on a store call that failed with err
+// and returns the error to return.
+func (l *Limiter) failed(ctx context.Context, r *compiled, limit Limit, key string, err error, d *Decision) error {
 	policy, err := classify(ctx, err)
 	if !policy {
 		*d = Decision{Limit: limit, Rule: r.Name}
@@ -149,6 +183,7 @@ func (l *Limiter) SetRule(rule Rule) error {
 	if err != nil {
 		return err
 	}
+	l.prepare(r)
 	l.rule.Store(r)
 	return nil
 }

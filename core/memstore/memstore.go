@@ -38,6 +38,7 @@ const sweepPerInsert = 4
 // state is lost when the process exits.
 type Store struct {
 	clock  ratelimit.Clock
+	system bool  // clock is ratelimit.SystemClock: read it without the interface call
 	grace  int64 // reclaim state expired at least this long ago, ns
 	seed   maphash.Seed
 	mu     sync.Mutex // serialises namespace creation
@@ -58,7 +59,11 @@ type memShard struct {
 	big   map[uint32][]byte
 	in    []byte // scratch: current state
 	out   []byte // scratch: new state
-	_     [64]byte
+	// scratch holds a new key's state before it has an entry, and
+	// outcome the outcome of a Take.
+	scratch [inlineState]byte
+	outcome ratelimit.Outcome
+	_       [64]byte
 }
 
 type memEntry struct {
@@ -117,6 +122,7 @@ func New(opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	_, m.system = m.clock.(ratelimit.SystemClock)
 	empty := map[string]*memSpace{}
 	m.spaces.Store(&empty)
 	return m, nil
@@ -145,6 +151,14 @@ func (m *Store) space(ns string, create bool) *memSpace {
 	next[strings.Clone(ns)] = sp
 	m.spaces.Store(&next)
 	return sp
+}
+
+// now reads the store's clock.
+func (m *Store) now() int64 {
+	if m.system {
+		return ratelimit.SystemClock{}.Now()
+	}
+	return m.clock.Now()
 }
 
 func (m *Store) shard(sp *memSpace, key string) *memShard {
@@ -196,6 +210,109 @@ func (n *Namespace) Apply(ctx context.Context, c *ratelimit.Check, o *ratelimit.
 	return n.m.apply(sp, c, o)
 }
 
+// Prepared is an algorithm and a limit made ready for Namespace.Take:
+// the limit's constants derived once, and the algorithm's decision made
+// on the stored state in place. It is immutable and safe for concurrent
+// use.
+type Prepared struct {
+	take  func(state []byte, now, cost int64, o *ratelimit.Outcome) (int, error)
+	alg   ratelimit.Algorithm
+	limit ratelimit.Limit
+}
+
+// inPlaceTaker is the optional Algorithm capability Prepare uses (gcra
+// has it): PrepareTake returns Decide under l as a function that derives
+// l's constants once and updates a state in place, writing the new state
+// to state[:n] only when the outcome has Changed, given a state capacity
+// of at least maxState bytes. Its outcomes, states and errors must be
+// exactly Decide's.
+type inPlaceTaker interface {
+	PrepareTake(l ratelimit.Limit) (take func(state []byte, now, cost int64, o *ratelimit.Outcome) (n int, err error), maxState int)
+}
+
+// Prepare returns alg under limit, both valid (see Check.Validate), ready
+// for Namespace.Take; or nil when alg has no in-place take whose states
+// fit the store's entries, and then callers use Apply.
+func Prepare(alg ratelimit.Algorithm, limit ratelimit.Limit) *Prepared {
+	ip, ok := alg.(inPlaceTaker)
+	if !ok {
+		return nil
+	}
+	take, maxState := ip.PrepareTake(limit)
+	if take == nil || maxState > inlineState {
+		return nil
+	}
+	return &Prepared{take: take, alg: alg, limit: limit}
+}
+
+// Take is Apply for an OpTake check of cost units on key under p's
+// algorithm and limit, writing the outcome to *o; *o is undefined on
+// error. It checks the key and the cost, not p: see Prepare.
+func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int64, o *ratelimit.Outcome) error {
+	m := n.m
+	if m.closed.Load() {
+		return ratelimit.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ratelimit: memory store: %w", err)
+	}
+	if !ratelimit.ValidKey(key) || cost < 0 || cost > ratelimit.MaxCost {
+		c := ratelimit.Check{Key: key, Cost: cost}
+		return c.ValidateRequest()
+	}
+	sp := n.sp.Load()
+	if sp == nil {
+		sp = m.space(n.name, true)
+		n.sp.Store(sp)
+	}
+	sh := m.shard(sp, key)
+	sh.mu.Lock()
+	now := m.now()
+	slot, found := sh.index[key]
+	var (
+		e     *memEntry
+		state []byte
+	)
+	if found {
+		e = sh.entry(slot)
+		switch {
+		case e.n == bigState:
+			// Another algorithm's state, shared under this namespace: the
+			// generic path reads it (and reports it corrupt).
+			sh.mu.Unlock()
+			c := ratelimit.Check{Namespace: n.name, Key: key, Algorithm: p.alg, Limit: p.limit, Cost: cost}
+			return m.apply(sp, &c, o)
+		case e.expires > now:
+			state = e.state[:e.n]
+		default:
+			state = e.state[:0]
+		}
+	} else {
+		state = sh.scratch[:0]
+	}
+	// The outcome goes through the shard, under its lock: a pointer
+	// passed to a function value escapes, and *o would cost an allocation.
+	res := &sh.outcome
+	size, err := p.take(state, now, cost, res)
+	if err == nil && res.Changed {
+		switch {
+		case !found:
+			sh.storeSlot(key, 0, false, now, m.cutoff(now), res.TTL, state[:size])
+		case res.TTL <= 0 || size == 0:
+			sh.release(key, slot)
+		default:
+			e.n = uint8(size)
+			e.expires = saturatingAdd(now, int64(res.TTL))
+		}
+	}
+	*o = *res
+	sh.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("key %s: %w", keyfmt.Quote(key), err)
+	}
+	return nil
+}
+
 // DefaultBudget returns 0: the store decides in process and never waits on
 // I/O, so a Limiter sets no deadline on its calls (see ratelimit.Budgeter).
 func (m *Store) DefaultBudget() time.Duration { return 0 }
@@ -222,7 +339,7 @@ func (m *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) error {
 	sh := m.shard(sp, c.Key)
 	sh.mu.Lock()
-	now := m.clock.Now()
+	now := m.now()
 	slot, found := sh.index[c.Key]
 	sh.in = sh.loadSlot(slot, found, now, sh.in[:0])
 	var (
@@ -388,7 +505,7 @@ func (m *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 	keyOf := make([]int, len(checks))
 	first := ratelimit.DistinctKeys(checks, keyOf, make([]int, 0, len(checks)))
 	keys := make([]ratelimit.KeyState, len(first))
-	now := m.clock.Now()
+	now := m.now()
 	for j, i := range first {
 		keys[j].State = shards[i].load(checks[i].Key, now, nil)
 	}
