@@ -56,8 +56,9 @@ func (l *Limiter) prepare(r *compiled) {
 
 // Allow reports whether one unit for key may be taken now, and takes it if
 // so. It is shorthand for AllowN(ctx, key, 1).
-func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.AllowN(ctx, key, 1)
+func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
+	err = l.takeRule(ctx, key, 1, &d)
+	return d, err
 }
 
 // AllowN reports whether n units for key may be taken now, and takes them
@@ -67,11 +68,33 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // a nil error, a fail-closed rule denies with an error wrapping
 // ErrUnavailable or ErrUnknownOutcome. Only the caller's own cancelled
 // context returns its context error.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	r := l.rule.Load()
-	var d Decision
-	err := l.take(ctx, r, r.prep, r.Limit, key, n, &d)
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (d Decision, err error) {
+	err = l.takeRule(ctx, key, n, &d)
 	return d, err
+}
+
+// takeRule is take under the rule's own limit. AllowN stays small enough
+// to inline, so its Decision is filled where the caller keeps it.
+func (l *Limiter) takeRule(ctx context.Context, key string, n int64, d *Decision) error {
+	r := l.rule.Load()
+	if prep := r.prep; prep != nil {
+		// The memory store's hot path: no Check to build, the outcome
+		// written in place and the decision filled once.
+		var o ratelimit.Outcome
+		if err := l.fast.Take(ctx, prep, key, n, &o); err != nil {
+			return l.failed(ctx, r, r.Limit, key, err, d)
+		}
+		// Field by field: a composite literal is built aside and copied
+		// in 16-byte moves, whose loads stall on the stores just made.
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = o.Allowed, o.Remaining, o.RetryAfter, o.ResetAfter
+		d.Limit.Count, d.Limit.Period, d.Limit.Burst = r.Limit.Count, r.Limit.Period, r.Limit.Burst
+		d.Rule, d.ByPolicy = r.Name, false
+		if l.observe != nil {
+			l.observe(ctx, key, *d, nil)
+		}
+		return nil
+	}
+	return l.take(ctx, r, r.Limit, key, n, d)
 }
 
 // AllowWithLimit is AllowN under limit instead of the rule's: for limits
@@ -86,34 +109,14 @@ func (l *Limiter) AllowWithLimit(ctx context.Context, key string, n int64, limit
 		l.observed(ctx, key, &d, err)
 		return d, err
 	}
-	err := l.take(ctx, r, nil, limit, key, n, &d)
+	err := l.take(ctx, r, limit, key, n, &d)
 	return d, err
 }
 
 // take decides n units for key under limit and writes the decision to *d,
 // which the callers return by value: filling it in place saves copying it
-// up the call chain. prep is r.prep when limit is the rule's, else nil.
-func (l *Limiter) take(ctx context.Context, r *compiled, prep *memstore.Prepared, limit Limit, key string, n int64, d *Decision) error {
-	if prep != nil {
-		// The memory store's hot path: no Check to build, the outcome
-		// written in place and the decision filled once.
-		var o ratelimit.Outcome
-		if err := l.fast.Take(ctx, prep, key, n, &o); err != nil {
-			return l.failed(ctx, r, limit, key, err, d)
-		}
-		*d = Decision{
-			Allowed:    o.Allowed,
-			Remaining:  o.Remaining,
-			RetryAfter: o.RetryAfter,
-			ResetAfter: o.ResetAfter,
-			Limit:      limit,
-			Rule:       r.Name,
-		}
-		if l.observe != nil {
-			l.observe(ctx, key, *d, nil)
-		}
-		return nil
-	}
+// up the call chain.
+func (l *Limiter) take(ctx context.Context, r *compiled, limit Limit, key string, n int64, d *Decision) error {
 	c := ratelimit.Check{Namespace: r.Name, Key: key, Algorithm: r.alg, Limit: limit, Cost: n}
 	if limit.IsUnlimited() {
 		err := c.ValidateRequest()

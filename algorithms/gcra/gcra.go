@@ -299,14 +299,25 @@ func (p *params) decide(v *view, state []byte, cost int64, dst []byte, o *rateli
 	if !v.full {
 		remaining, reset = tokens(next, &p.l), p.tau.sub(next, p.l.Count).ceil()
 	}
-	*o = ratelimit.Outcome{
-		Allowed:    true,
-		Changed:    !bytes.Equal(state, out),
-		Remaining:  remaining,
-		ResetAfter: reset,
-		TTL:        reset,
-	}
+	// Field by field: a composite literal is built aside and copied in
+	// 16-byte moves, whose loads stall on the 8-byte stores just made.
+	o.Allowed = true
+	o.Changed = !sameState(state, out)
+	o.Remaining = remaining
+	o.RetryAfter = 0
+	o.ResetAfter = reset
+	o.Delay = 0
+	o.TTL = reset
 	return out
+}
+
+// sameState reports whether the states a and b are equal, comparing a
+// full-length state in three loads instead of calling bytes.Equal.
+func sameState(a, b []byte) bool {
+	if len(a) == StateLen && len(b) == StateLen {
+		return a[0] == b[0] && arith.Int64(a[1:9]) == arith.Int64(b[1:9]) && arith.Int64(a[9:17]) == arith.Int64(b[9:17])
+	}
+	return bytes.Equal(a, b)
 }
 
 // PrepareTake returns Decide under limit l, which must be valid, as a

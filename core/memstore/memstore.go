@@ -22,7 +22,10 @@ const inlineState = 31
 const bigState = 0xff
 
 // memShards is the number of lock shards per namespace.
-const memShards = 64
+const (
+	memShardBits = 6
+	memShards    = 1 << memShardBits
+)
 
 // pageBits sets the slab page size: entries are allocated 128 at a time.
 const pageBits = 7
@@ -41,9 +44,11 @@ type Store struct {
 	system bool  // clock is ratelimit.SystemClock: read it without the interface call
 	grace  int64 // reclaim state expired at least this long ago, ns
 	seed   maphash.Seed
-	mu     sync.Mutex // serialises namespace creation
-	spaces atomic.Pointer[map[string]*memSpace]
-	closed atomic.Bool
+	// mixSeed seeds shardOf's mix.
+	mixSeed uint64
+	mu      sync.Mutex // serialises namespace creation
+	spaces  atomic.Pointer[map[string]*memSpace]
+	closed  atomic.Bool
 }
 
 type memSpace struct {
@@ -114,6 +119,7 @@ func WithReclaimGrace(d time.Duration) Option {
 // New returns an empty Store.
 func New(opts ...Option) (*Store, error) {
 	m := &Store{clock: ratelimit.SystemClock{}, seed: maphash.MakeSeed(), grace: int64(DefaultReclaimGrace)}
+	m.mixSeed = maphash.String(m.seed, "mix")
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ratelimit.ErrInvalidOption)
@@ -162,7 +168,37 @@ func (m *Store) now() int64 {
 }
 
 func (m *Store) shard(sp *memSpace, key string) *memShard {
-	return &sp.shards[maphash.String(m.seed, key)&(memShards-1)]
+	return &sp.shards[m.shardOf(key)]
+}
+
+// shardOf returns the shard index of key. The map in the shard hashes the
+// key again, so for keys of up to 16 bytes (most keys: addresses, user
+// ids) a seeded multiply-mix of all their bytes, a third of maphash's
+// cost, picks the shard; longer keys take maphash.
+func (m *Store) shardOf(key string) uint64 {
+	n := len(key)
+	var x, y uint64
+	switch {
+	case n > 16:
+		return maphash.String(m.seed, key) & (memShards - 1)
+	case n >= 8:
+		x = le64(key)
+		y = le64(key[n-8:])
+	default:
+		for i := range n {
+			x = x<<8 | uint64(key[i])
+		}
+	}
+	x = (x ^ m.mixSeed) * 0x9e3779b97f4a7c15
+	y = (y ^ uint64(n) ^ x>>29) * 0xc2b2ae3d27d4eb4f
+	return (x ^ y) >> (64 - memShardBits)
+}
+
+// le64 reads the first 8 bytes of s, little-endian, in one load.
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 func (m *Store) begin(ctx context.Context) error {
@@ -305,7 +341,9 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 			e.expires = saturatingAdd(now, int64(res.TTL))
 		}
 	}
-	*o = *res
+	// Field by field, for the reason gcra's decide gives.
+	o.Allowed, o.Changed, o.Remaining = res.Allowed, res.Changed, res.Remaining
+	o.RetryAfter, o.ResetAfter, o.Delay, o.TTL = res.RetryAfter, res.ResetAfter, res.Delay, res.TTL
 	sh.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("key %s: %w", keyfmt.Quote(key), err)
