@@ -2,6 +2,7 @@ package gcra
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
@@ -338,12 +339,48 @@ func (p *params) take(state []byte, now, cost int64, o *ratelimit.Outcome) (int,
 	if err := p.settle(state, now, &v); err != nil {
 		return 0, err
 	}
+	if cost >= 1 && cost <= p.l.Burst {
+		if u := p.units(cost); u.sub(v.a, p.l.Count).ceil() <= 0 {
+			return p.admit(&v, state, cost, u, o), nil
+		}
+	}
 	var buf [StateLen]byte
 	out := p.decide(&v, state, cost, buf[:0], o)
 	if o.Changed {
 		copy(state[:len(out)], out)
 	}
 	return len(out), nil
+}
+
+// admit is decide's admitting path for take, writing the new state into
+// state's array: a' = a − u, u = cost·T > 0, so the bucket is not full
+// after and the state is never empty.
+func (p *params) admit(v *view, state []byte, cost int64, u span, o *ratelimit.Outcome) int {
+	next := v.a.sub(u, p.l.Count)
+	// encode, as in params.encode: S = now − a'.q − a'.r/C.
+	s, f := v.now-next.q, int64(0)
+	if next.r > 0 {
+		s, f = s-1, p.l.Count-next.r
+	}
+	changed := len(state) != StateLen || arith.Int64(state[1:9]) != s || arith.Int64(state[9:17]) != f
+	if changed {
+		out := state[:StateLen]
+		out[0] = Tag
+		binary.BigEndian.PutUint64(out[1:9], uint64(s))
+		binary.BigEndian.PutUint64(out[9:17], uint64(f))
+	}
+	remaining, reset := p.l.Burst-cost, u.ceil()
+	if !v.full {
+		remaining, reset = tokens(next, &p.l), p.tau.sub(next, p.l.Count).ceil()
+	}
+	o.Allowed = true
+	o.Changed = changed
+	o.Remaining = remaining
+	o.RetryAfter = 0
+	o.ResetAfter = reset
+	o.Delay = 0
+	o.TTL = reset
+	return StateLen
 }
 
 // Reserve takes cost units now, going into debt when the bucket holds

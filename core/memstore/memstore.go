@@ -330,7 +330,8 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 	// passed to a function value escapes, and *o would cost an allocation.
 	res := &sh.outcome
 	size, err := p.take(state, now, cost, res)
-	if err == nil && res.Changed {
+	changed := res.Changed
+	if err == nil && changed {
 		switch {
 		case !found:
 			sh.storeSlot(key, 0, false, now, m.cutoff(now), res.TTL, state[:size])
@@ -341,8 +342,10 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 			e.expires = saturatingAdd(now, int64(res.TTL))
 		}
 	}
-	// Field by field, for the reason gcra's decide gives.
-	o.Allowed, o.Changed, o.Remaining = res.Allowed, res.Changed, res.Remaining
+	// Field by field, for the reason gcra's decide gives; and Changed
+	// from the register, since a copy of both bools is one 16-bit load,
+	// which stalls on the two byte stores that wrote them.
+	o.Allowed, o.Changed, o.Remaining = res.Allowed, changed, res.Remaining
 	o.RetryAfter, o.ResetAfter, o.Delay, o.TTL = res.RetryAfter, res.ResetAfter, res.Delay, res.TTL
 	sh.mu.Unlock()
 	if err != nil {
