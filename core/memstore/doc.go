@@ -7,8 +7,11 @@
 //
 // Guarantees:
 //
-//   - Exact: each key is decided under its shard's mutex, with the store's
-//     clock read under the lock, so concurrent calls are linearizable and
+//   - Exact: each key is decided under its shard's mutex at an instant
+//     that lies within the call and never precedes an instant already
+//     decided under that mutex (the system clock is read just before the
+//     lock and raised to the latest such instant; an injected clock is
+//     read under the lock), so concurrent calls are linearizable and
 //     ApplyAll is all or nothing.
 //   - Zero allocations per decision for an existing key whose state fits
 //     inline (31 bytes: every in-repo algorithm but the sliding log).

@@ -64,6 +64,8 @@ type memShard struct {
 	big   map[uint32][]byte
 	in    []byte // scratch: current state
 	out   []byte // scratch: new state
+	// last is the latest instant decided under mu (see Take).
+	last int64
 	// scratch holds a new key's state before it has an entry, and
 	// outcome the outcome of a Take.
 	scratch [inlineState]byte
@@ -302,8 +304,23 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		n.sp.Store(sp)
 	}
 	sh := m.shard(sp, key)
+	// With the system clock, the clock is read before the lock, keeping
+	// the critical section short for contended keys, and raised to the
+	// latest instant decided under the lock: instants stay monotonic in
+	// lock order and each lies between the call's start and its taking
+	// the lock, so decisions stay linearizable. An injected clock, which
+	// may go backwards, is read under the lock.
+	var now int64
+	if m.system {
+		now = ratelimit.SystemClock{}.Now()
+	}
 	sh.mu.Lock()
-	now := m.now()
+	if m.system {
+		now = max(now, sh.last)
+	} else {
+		now = m.clock.Now()
+	}
+	sh.last = now
 	slot, found := sh.index[key]
 	var (
 		e     *memEntry
@@ -381,6 +398,7 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	sh := m.shard(sp, c.Key)
 	sh.mu.Lock()
 	now := m.now()
+	sh.last = now // see Take
 	slot, found := sh.index[c.Key]
 	sh.in = sh.loadSlot(slot, found, now, sh.in[:0])
 	var (
@@ -547,6 +565,9 @@ func (m *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 	first := ratelimit.DistinctKeys(checks, keyOf, make([]int, 0, len(checks)))
 	keys := make([]ratelimit.KeyState, len(first))
 	now := m.now()
+	for _, sh := range shards {
+		sh.last = now // see Take
+	}
 	for j, i := range first {
 		keys[j].State = shards[i].load(checks[i].Key, now, nil)
 	}
