@@ -20,7 +20,8 @@
 //     (DefaultReclaimGrace, see WithReclaimGrace). Dropping expired state
 //     changes nothing by the Algorithm contract; the grace only spares hot
 //     keys with tiny TTLs a delete and a re-insert. A key costs one index
-//     slot (about 25 bytes), a 40-byte slab entry and its key bytes.
+//     slot (about 20 bytes) and a 64-byte slab entry, which holds keys of
+//     up to 16 bytes; a longer key costs its bytes and a map slot more.
 //   - The clock is ratelimit.SystemClock unless WithClock injects another
 //     (tests).
 //   - No I/O: it reports a default budget of 0 (ratelimit.Budgeter), so a
