@@ -80,15 +80,17 @@ func (l *Limiter) takeRule(ctx context.Context, key string, n int64, d *Decision
 	if prep := r.prep; prep != nil {
 		// The memory store's hot path: no Check to build, the outcome
 		// written in place and the decision filled once.
+		// Field by field: a composite literal is built aside and copied
+		// in 16-byte moves, whose loads stall on the stores just made. The
+		// fields known ahead are written before the store's unlock, which
+		// commits them, so the caller's copy of *d stalls on fewer.
+		d.Limit.Count, d.Limit.Period, d.Limit.Burst = r.Limit.Count, r.Limit.Period, r.Limit.Burst
+		d.Rule, d.ByPolicy = r.Name, false
 		var o ratelimit.Outcome
 		if err := l.fast.Take(ctx, prep, key, n, &o); err != nil {
 			return l.failed(ctx, r, r.Limit, key, err, d)
 		}
-		// Field by field: a composite literal is built aside and copied
-		// in 16-byte moves, whose loads stall on the stores just made.
 		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = o.Allowed, o.Remaining, o.RetryAfter, o.ResetAfter
-		d.Limit.Count, d.Limit.Period, d.Limit.Burst = r.Limit.Count, r.Limit.Period, r.Limit.Burst
-		d.Rule, d.ByPolicy = r.Name, false
 		if l.observe != nil {
 			l.observe(ctx, key, *d, nil)
 		}
