@@ -182,15 +182,20 @@ func TestTakeNeverAboveRateConcurrentSafe(t *testing.T) {
 }
 
 func TestTakeZeroAllocs(t *testing.T) {
-	s, _ := newMem(t)
-	p := memstore.Prepare(gcra.New(), ratelimit.Every(time.Nanosecond, 1<<40))
-	ns := s.Namespace("t")
-	ctx := context.Background()
-	var o ratelimit.Outcome
-	if err := ns.Take(ctx, p, "hot", 1, &o); err != nil {
-		t.Fatal(err)
-	}
-	if n := testing.AllocsPerRun(1000, func() { _ = ns.Take(ctx, p, "hot", 1, &o) }); n != 0 {
-		t.Fatalf("Take on an existing key: %v allocs/op, want 0", n)
+	for _, alg := range []ratelimit.Algorithm{gcra.New(), tokenbucket.New()} {
+		s, _ := newMem(t)
+		p := memstore.Prepare(alg, ratelimit.Every(time.Nanosecond, 1<<40))
+		if p == nil {
+			t.Fatalf("Prepare(%s) = nil", alg.Name())
+		}
+		ns := s.Namespace("t")
+		ctx := context.Background()
+		var o ratelimit.Outcome
+		if err := ns.Take(ctx, p, "hot", 1, &o); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(1000, func() { _ = ns.Take(ctx, p, "hot", 1, &o) }); n != 0 {
+			t.Fatalf("%s: Take on an existing key: %v allocs/op, want 0", alg.Name(), n)
+		}
 	}
 }
