@@ -27,6 +27,9 @@
 //   - No I/O: it reports a default budget of 0 (ratelimit.Budgeter), so a
 //     Limiter sets no deadline on its calls.
 //
+// The hot path and the argument for the clock are in docs/memory.md of
+// the repository.
+//
 // Errors wrap the ratelimit sentinels: invalid input (nothing changed),
 // ratelimit.ErrCorruptState, ratelimit.ErrUnsupported and, after Close,
 // ratelimit.ErrClosed. A context that has ended is reported before
