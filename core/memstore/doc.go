@@ -20,8 +20,9 @@
 //     (DefaultReclaimGrace, see WithReclaimGrace). Dropping expired state
 //     changes nothing by the Algorithm contract; the grace only spares hot
 //     keys with tiny TTLs a delete and a re-insert. A key costs one index
-//     slot (about 20 bytes) and a 64-byte slab entry, which holds keys of
-//     up to 16 bytes; a longer key costs its bytes and a map slot more.
+//     slot (20 to 40 bytes with the map's spare room) and a 64-byte slab
+//     entry, which holds keys of up to 16 bytes; a longer key costs its
+//     bytes and a map slot more.
 //   - The clock is ratelimit.SystemClock unless WithClock injects another
 //     (tests).
 //   - No I/O: it reports a default budget of 0 (ratelimit.Budgeter), so a
