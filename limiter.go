@@ -79,11 +79,11 @@ func (l *Limiter) takeRule(ctx context.Context, key string, n int64, d *Decision
 	r := l.rule.Load()
 	if prep := r.prep; prep != nil {
 		// The memory store's hot path: no Check to build, the outcome
-		// written in place and the decision filled once.
-		// Field by field: a composite literal is built aside and copied
-		// in 16-byte moves, whose loads stall on the stores just made. The
-		// fields known ahead are written before the store's unlock, which
-		// commits them, so the caller's copy of *d stalls on fewer.
+		// written in place and the decision filled once, field by field
+		// (a composite literal is built aside and copied in 16-byte moves,
+		// whose loads stall on the smaller stores just made). The fields
+		// known ahead go first: the store's unlock commits them, so the
+		// caller's copy of *d waits on fewer (docs/memory.md).
 		d.Limit.Count, d.Limit.Period, d.Limit.Burst = r.Limit.Count, r.Limit.Period, r.Limit.Burst
 		d.Rule, d.ByPolicy = r.Name, false
 		var o ratelimit.Outcome

@@ -260,7 +260,7 @@ type Prepared struct {
 }
 
 // inPlaceTaker is the optional Algorithm capability Prepare uses (gcra
-// has it): PrepareTake returns Decide under l as a function that derives
+// and tokenbucket have it): PrepareTake returns Decide under l as a function that derives
 // l's constants once and updates a state in place, writing the new state
 // to state[:n] only when the outcome has Changed, given a state capacity
 // of at least maxState bytes. Its outcomes, states and errors must be
