@@ -49,7 +49,7 @@ conformance: ## run the conformance suites (algotest, storetest) and the e2e sui
 	go test $(TEST_FLAGS) github.com/sluicehq/sluice/conformance/...
 
 bench: ## side-by-side benchmarks against the competitors (bench/ module), with benchstat
-	cd bench && go test -run '^$$' -bench . -benchmem -count 10 ./... | tee /tmp/sluice-bench.txt
+	cd bench && GOWORK=off go test -run '^$$' -bench . -benchmem -count 6 ./... | tee /tmp/sluice-bench.txt
 	$(BENCHSTAT) /tmp/sluice-bench.txt
 
 quickstart: ## run the quickstart on the embedded store

@@ -42,14 +42,23 @@ func New(rule Rule, opts ...Option) (*Limiter, error) {
 	if mem, ok := cfg.store.(*memstore.Store); ok {
 		l.fast = mem.Namespace(rule.Name)
 	}
+	l.prepare(r)
 	l.rule.Store(r)
 	return l, nil
 }
 
+// prepare readies r, not yet published, for the memory store's hot path.
+func (l *Limiter) prepare(r *compiled) {
+	if l.fast != nil && r.budget <= 0 && !r.Limit.IsUnlimited() {
+		r.prep = memstore.Prepare(r.alg, r.Limit)
+	}
+}
+
 // Allow reports whether one unit for key may be taken now, and takes it if
 // so. It is shorthand for AllowN(ctx, key, 1).
-func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.AllowN(ctx, key, 1)
+func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
+	err = l.takeRule(ctx, key, 1, &d)
+	return d, err
 }
 
 // AllowN reports whether n units for key may be taken now, and takes them
@@ -59,11 +68,35 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // a nil error, a fail-closed rule denies with an error wrapping
 // ErrUnavailable or ErrUnknownOutcome. Only the caller's own cancelled
 // context returns its context error.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	r := l.rule.Load()
-	var d Decision
-	err := l.take(ctx, r, r.Limit, key, n, &d)
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (d Decision, err error) {
+	err = l.takeRule(ctx, key, n, &d)
 	return d, err
+}
+
+// takeRule is take under the rule's own limit. AllowN stays small enough
+// to inline, so its Decision is filled where the caller keeps it.
+func (l *Limiter) takeRule(ctx context.Context, key string, n int64, d *Decision) error {
+	r := l.rule.Load()
+	if prep := r.prep; prep != nil {
+		// The memory store's hot path: no Check to build, the outcome
+		// written in place and the decision filled once, field by field
+		// (a composite literal is built aside and copied in 16-byte moves,
+		// whose loads stall on the smaller stores just made). The fields
+		// known ahead go first: the store's unlock commits them, so the
+		// caller's copy of *d waits on fewer (docs/memory.md).
+		d.Limit.Count, d.Limit.Period, d.Limit.Burst = r.Limit.Count, r.Limit.Period, r.Limit.Burst
+		d.Rule, d.ByPolicy = r.Name, false
+		var o ratelimit.Outcome
+		if err := l.fast.Take(ctx, prep, key, n, &o); err != nil {
+			return l.failed(ctx, r, r.Limit, key, err, d)
+		}
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = o.Allowed, o.Remaining, o.RetryAfter, o.ResetAfter
+		if l.observe != nil {
+			l.observe(ctx, key, *d, nil)
+		}
+		return nil
+	}
+	return l.take(ctx, r, r.Limit, key, n, d)
 }
 
 // AllowWithLimit is AllowN under limit instead of the rule's: for limits
@@ -105,6 +138,12 @@ func (l *Limiter) take(ctx context.Context, r *compiled, limit Limit, key string
 		l.observed(ctx, key, d, nil)
 		return nil
 	}
+	return l.failed(ctx, r, limit, key, err, d)
+}
+
+// failed writes to *d the decision on a store call that failed with err
+// and returns the error to return.
+func (l *Limiter) failed(ctx context.Context, r *compiled, limit Limit, key string, err error, d *Decision) error {
 	policy, err := classify(ctx, err)
 	if !policy {
 		*d = Decision{Limit: limit, Rule: r.Name}
@@ -149,6 +188,7 @@ func (l *Limiter) SetRule(rule Rule) error {
 	if err != nil {
 		return err
 	}
+	l.prepare(r)
 	l.rule.Store(r)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
 
@@ -77,6 +78,9 @@ type compiled struct {
 	alg ratelimit.Algorithm
 	// budget is the deadline of a store call, 0 for none.
 	budget time.Duration
+	// prep is alg under Limit ready for the memory store's hot path
+	// (memstore.Prepare), or nil; a Limiter sets it.
+	prep *memstore.Prepared
 }
 
 // compile validates r and prepares it for store st; prev is the version it

@@ -3,10 +3,15 @@
 // ulule/limiter for the in-memory store. It is its own module, outside
 // go.work, so the competitors never enter the project's dependency graph.
 //
-// Run from this directory:
+// Run from this directory (GOWORK=off: the module is outside the
+// repository's go.work, which would otherwise refuse it):
 //
-//	go test -run '^$' -bench . -benchmem -count 10 . | tee new.txt
-//	go tool -modfile=../tools/go.mod benchstat -col /impl new.txt
+//	GOWORK=off go test -run '^$' -bench 'Local|Algorithm' -benchmem -count 6 . | tee new.txt
+//	GOWORK=off go tool -modfile=../tools/go.mod benchstat -col /impl new.txt
+//	GOWORK=off go test -run '^$' -bench MemoryPerKey -benchtime 1x . # B/key
+//
+// `make bench` at the repository root runs every benchmark of the module
+// the same way.
 //
 // The Redis and PostgreSQL benchmarks need a server: SLUICE_BENCH_REDIS_ADDR
 // and SLUICE_BENCH_POSTGRES_DSN, or skip. Two scripts run each whole

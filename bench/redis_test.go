@@ -81,14 +81,39 @@ func redisRate(b *testing.B, c *redis.Client) taker {
 	}
 }
 
+// redisRateAP is redis_rate on go-redis's autopipeliner, with the options
+// redisstore.WithAutoPipeline(nil) gives its own (full duplex, a window
+// of 1024), so the "-ap" rows compare the limiters on the same client.
+func redisRateAP(b *testing.B, c *redis.Client) taker {
+	opts := redis.DefaultAutoPipelineOptions()
+	opts.FullDuplex, opts.FullDuplexWindow = true, 1024
+	ap, err := c.AutoPipelineWithOptions(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ap.Close() })
+	l := redis_rate.NewLimiter(ap)
+	lim := redis_rate.Limit{Rate: int(redisOpen.Count), Burst: int(redisOpen.Burst), Period: redisOpen.Period}
+	return func(ctx context.Context, key string) bool {
+		res, err := l.Allow(ctx, key, lim)
+		if err != nil {
+			b.Error(err)
+			return false
+		}
+		return res.Allowed > 0
+	}
+}
+
 // redisImpls are the implementations BenchmarkRedis compares; the "-ap"
-// ones send through go-redis's autopipeliner (redisstore.WithAutoPipeline).
+// ones send through go-redis's autopipeliner (redisstore.WithAutoPipeline,
+// and for redis_rate the same autopipeliner options).
 var redisImpls = []redisImpl{
 	{"sluice-gcra", sluiceRedis(gcra.New())},
 	{"sluice-tokenbucket", sluiceRedis(tokenbucket.New())},
 	{"sluice-gcra-ap", sluiceRedis(gcra.New(), redisstore.WithAutoPipeline(nil))},
 	{"sluice-tokenbucket-ap", sluiceRedis(tokenbucket.New(), redisstore.WithAutoPipeline(nil))},
 	{"redis_rate", redisRate},
+	{"redis_rate-ap", redisRateAP},
 }
 
 // BenchmarkRedis compares Redis-backed limiters against one server at

@@ -2,6 +2,7 @@ package gcra
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
@@ -82,30 +83,61 @@ func units(n int64, l ratelimit.Limit) span {
 	return span{q, r}
 }
 
+// params are the constants of a limit that a call derives from it: the
+// methods of Algorithm derive them on every call, a prepared take (see
+// PrepareTake) once per limit.
+type params struct {
+	l    ratelimit.Limit
+	tau  span // the burst window, Burst·T
+	unit span // the emission interval T = Period/Count, when prepared
+	deep span // the deepest debt, MaxDebt·T, when prepared
+	// prepared reports that unit and deep are set.
+	prepared bool
+}
+
+func newParams(l ratelimit.Limit) params { return params{l: l, tau: units(l.Burst, l)} }
+
+// units returns n·T.
+func (p *params) units(n int64) span {
+	if n == 1 && p.prepared {
+		return p.unit
+	}
+	return units(n, p.l)
+}
+
+// debt returns the deepest debt as a span, MaxDebt·T.
+func (p *params) debt() span {
+	if p.prepared {
+		return p.deep
+	}
+	return debt(p.l)
+}
+
 // view is a decoded state at an instant: a = now − S, the time the bucket
 // has refilled since it was empty, clamped to −MaxDebt·T..tau.
 type view struct {
 	now        int64
 	a          span
-	tau        span
 	full, none bool
 }
 
 // debt returns the deepest debt as a span, MaxDebt·Period/Count.
 func debt(l ratelimit.Limit) span { return units(arith.MaxDebt(l), l) }
 
-func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
+// settle decodes state at now into *v.
+func (p *params) settle(state []byte, now int64, v *view) error {
 	now = arith.ClampNow(now)
-	v := view{now: now, tau: units(l.Burst, l)}
+	*v = view{now: now}
 	if len(state) == 0 {
-		v.a, v.full, v.none = v.tau, true, true
-		return v, nil
+		v.a, v.full, v.none = p.tau, true, true
+		return nil
 	}
 	if len(state) != StateLen || state[0] != Tag {
-		return view{}, fmt.Errorf("%w: gcra: %d bytes with tag %#x", ratelimit.ErrCorruptState, len(state), state[0])
+		return fmt.Errorf("%w: gcra: %d bytes with tag %#x", ratelimit.ErrCorruptState, len(state), state[0])
 	}
+	c := p.l.Count
 	s, f := arith.Int64(state[1:9]), arith.Int64(state[9:17])
-	if f < 0 || f >= l.Count {
+	if f < 0 || f >= c {
 		f = 0
 	}
 	// now − (s + f/C) = (now − s) − f/C
@@ -115,33 +147,33 @@ func settle(state []byte, now int64, l ratelimit.Limit) (view, error) {
 	}
 	if s <= now {
 		d := arith.Since(now, s)
-		if d > uint64(v.tau.q)+1 {
-			v.a = v.tau
+		if d > uint64(p.tau.q)+1 {
+			v.a = p.tau
 		} else {
-			v.a = span{int64(d), 0}.sub(frac, l.Count)
+			v.a = span{int64(d), 0}.sub(frac, c)
 		}
 	} else {
-		d, deepest := arith.Since(s, now), debt(l)
+		d, deepest := arith.Since(s, now), p.debt()
 		if d > uint64(deepest.q)+1 {
-			v.a = span{}.sub(deepest, l.Count)
+			v.a = span{}.sub(deepest, c)
 		} else {
-			v.a = span{-int64(d), 0}.sub(frac, l.Count)
+			v.a = span{-int64(d), 0}.sub(frac, c)
 		}
 	}
-	v.a = v.clamp(v.a, l)
-	v.full = !v.a.less(v.tau)
-	return v, nil
+	v.a = p.clamp(v.a)
+	v.full = !v.a.less(p.tau)
+	return nil
 }
 
 // clamp bounds a to −MaxDebt·T..tau.
-func (v view) clamp(a span, l ratelimit.Limit) span {
-	if v.tau.less(a) {
-		return v.tau
+func (p *params) clamp(a span) span {
+	if p.tau.less(a) {
+		return p.tau
 	}
 	if a.q >= 0 {
 		return a
 	}
-	if neg := (span{}).sub(debt(l), l.Count); a.less(neg) {
+	if neg := (span{}).sub(p.debt(), p.l.Count); a.less(neg) {
 		return neg
 	}
 	return a
@@ -149,7 +181,7 @@ func (v view) clamp(a span, l ratelimit.Limit) span {
 
 // tokens returns the whole tokens available after refilling for a:
 // floor(a·Count/Period), 0 when a is negative.
-func tokens(a span, l ratelimit.Limit) int64 {
+func tokens(a span, l *ratelimit.Limit) int64 {
 	if a.q < 0 {
 		return 0
 	}
@@ -166,15 +198,15 @@ func tokens(a span, l ratelimit.Limit) int64 {
 
 // wait returns the time from now until x tokens are available when the
 // refill is a: ceil(x·Period/Count − a).
-func wait(a span, x int64, l ratelimit.Limit) time.Duration {
-	return units(x, l).sub(a, l.Count).ceil()
+func (p *params) wait(a span, x int64) time.Duration {
+	return p.units(x).sub(a, p.l.Count).ceil()
 }
 
 // encode appends the state S = now − a, or nothing when a is tau (the
 // full bucket). ok is false when S does not fit in an int64.
-func (v view) encode(dst []byte, a span, l ratelimit.Limit) (out []byte, ok bool) {
+func (p *params) encode(v *view, dst []byte, a span) (out []byte, ok bool) {
 	dst = dst[:0]
-	if !a.less(v.tau) {
+	if !a.less(p.tau) {
 		return dst, true
 	}
 	// S = now − a.q − a.r/C = (now − a.q − 1) + (C − a.r)/C when a.r > 0.
@@ -182,7 +214,7 @@ func (v view) encode(dst []byte, a span, l ratelimit.Limit) (out []byte, ok bool
 	q := a.q
 	if a.r > 0 {
 		q++
-		f = l.Count - a.r
+		f = p.l.Count - a.r
 	}
 	if q < 0 && s > math.MaxInt64+q {
 		return dst, false
@@ -194,30 +226,31 @@ func (v view) encode(dst []byte, a span, l ratelimit.Limit) (out []byte, ok bool
 }
 
 // outcome describes the state with refill a.
-func (v view) outcome(a span, l ratelimit.Limit) ratelimit.Outcome {
-	o := ratelimit.Outcome{Remaining: tokens(a, l)}
-	o.ResetAfter = v.tau.sub(a, l.Count).ceil()
+func (p *params) outcome(a span) ratelimit.Outcome {
+	o := ratelimit.Outcome{Remaining: tokens(a, &p.l)}
+	o.ResetAfter = p.tau.sub(a, p.l.Count).ceil()
 	o.TTL = o.ResetAfter
 	return o
 }
 
-// keep returns the outcome of a call that changes nothing.
-func (v view) keep(state, dst []byte, l ratelimit.Limit) (ratelimit.Outcome, []byte) {
-	o := v.outcome(v.a, l)
+// keep writes to *o the outcome of a call that changes nothing and
+// returns the unchanged state, appended to dst[:0].
+func (p *params) keep(v *view, state, dst []byte, o *ratelimit.Outcome) []byte {
+	*o = p.outcome(v.a)
 	if v.none {
 		o.TTL = 0
 	}
-	return o, append(dst[:0], state...)
+	return append(dst[:0], state...)
 }
 
 // commit writes the state with refill a; ok is false when it cannot be
 // represented, and then nothing is written.
-func (v view) commit(state, dst []byte, a span, l ratelimit.Limit) (ratelimit.Outcome, []byte, bool) {
-	out, ok := v.encode(dst, a, l)
+func (p *params) commit(v *view, state, dst []byte, a span) (ratelimit.Outcome, []byte, bool) {
+	out, ok := p.encode(v, dst, a)
 	if !ok {
 		return ratelimit.Outcome{}, out, false
 	}
-	o := v.outcome(a, l)
+	o := p.outcome(a)
 	o.Allowed = true
 	o.Changed = !bytes.Equal(state, out)
 	return o, out, true
@@ -226,44 +259,128 @@ func (v view) commit(state, dst []byte, a span, l ratelimit.Limit) (ratelimit.Ou
 // Decide takes cost units at now if the bucket holds them. See the package
 // documentation for the exact rules; errors wrap ratelimit.ErrCorruptState.
 func (a Algorithm) Decide(state []byte, now int64, l ratelimit.Limit, cost int64, dst []byte) (ratelimit.Outcome, []byte, error) {
-	v, err := settle(state, now, l)
-	if err != nil {
+	p := newParams(l)
+	var (
+		v view
+		o ratelimit.Outcome
+	)
+	if err := p.settle(state, now, &v); err != nil {
 		return ratelimit.Outcome{}, dst[:0], err
 	}
-	if cost == 0 || cost > l.Burst {
-		o, out := v.keep(state, dst, l)
+	out := p.decide(&v, state, cost, dst, &o)
+	return o, out, nil
+}
+
+// decide is Decide on the settled state v, writing the outcome to *o.
+func (p *params) decide(v *view, state []byte, cost int64, dst []byte, o *ratelimit.Outcome) []byte {
+	if cost == 0 || cost > p.l.Burst {
+		out := p.keep(v, state, dst, o)
 		if cost == 0 {
-			o.RetryAfter = wait(v.a, 1, l)
+			o.RetryAfter = p.wait(v.a, 1)
 			o.Allowed = o.RetryAfter == 0
 		} else {
 			o.RetryAfter = ratelimit.Never
 		}
-		return o, out, nil
+		return out
 	}
-	u := units(cost, l)
-	if w := u.sub(v.a, l.Count).ceil(); w > 0 {
-		o, out := v.keep(state, dst, l)
+	u := p.units(cost)
+	if w := u.sub(v.a, p.l.Count).ceil(); w > 0 {
+		out := p.keep(v, state, dst, o)
 		o.RetryAfter = w
-		return o, out, nil
+		return out
 	}
 	// commit and outcome, written out for the hot path. a' = a − cost·T
 	// >= 0, so S' = now − a' <= now always fits.
-	next := v.a.sub(u, l.Count)
-	out, _ := v.encode(dst, next, l)
+	next := v.a.sub(u, p.l.Count)
+	out, _ := p.encode(v, dst, next)
 	// From the full bucket, a = τ = Burst·T and a' = (Burst−cost)·T
 	// exactly, so Remaining is Burst−cost and ResetAfter is ceil(cost·T),
 	// without outcome's division.
-	remaining, reset := l.Burst-cost, u.ceil()
+	remaining, reset := p.l.Burst-cost, u.ceil()
 	if !v.full {
-		remaining, reset = tokens(next, l), v.tau.sub(next, l.Count).ceil()
+		remaining, reset = tokens(next, &p.l), p.tau.sub(next, p.l.Count).ceil()
 	}
-	return ratelimit.Outcome{
-		Allowed:    true,
-		Changed:    !bytes.Equal(state, out),
-		Remaining:  remaining,
-		ResetAfter: reset,
-		TTL:        reset,
-	}, out, nil
+	// Field by field: a composite literal is built aside and copied in
+	// 16-byte moves, whose loads stall on the 8-byte stores just made.
+	o.Allowed = true
+	o.Changed = !sameState(state, out)
+	o.Remaining = remaining
+	o.RetryAfter = 0
+	o.ResetAfter = reset
+	o.Delay = 0
+	o.TTL = reset
+	return out
+}
+
+// sameState reports whether the states a and b are equal, comparing a
+// full-length state in three loads instead of calling bytes.Equal.
+func sameState(a, b []byte) bool {
+	if len(a) == StateLen && len(b) == StateLen {
+		return a[0] == b[0] && arith.Int64(a[1:9]) == arith.Int64(b[1:9]) && arith.Int64(a[9:17]) == arith.Int64(b[9:17])
+	}
+	return bytes.Equal(a, b)
+}
+
+// PrepareTake returns Decide under limit l, which must be valid, as a
+// function that derives l's constants once and updates a state in place:
+// take decides cost units at now from state, writes the outcome to *o
+// and, when o.Changed, the new state to state[:n]. state must have a
+// capacity of at least maxState (StateLen) bytes. Outcomes, new states and
+// errors are exactly Decide's. The memory store uses it on its hot path.
+func (Algorithm) PrepareTake(l ratelimit.Limit) (take func(state []byte, now, cost int64, o *ratelimit.Outcome) (n int, err error), maxState int) {
+	p := newParams(l)
+	p.unit, p.deep, p.prepared = units(1, l), debt(l), true
+	return p.take, StateLen
+}
+
+// take is the function PrepareTake returns.
+func (p *params) take(state []byte, now, cost int64, o *ratelimit.Outcome) (int, error) {
+	var v view
+	if err := p.settle(state, now, &v); err != nil {
+		return 0, err
+	}
+	if cost >= 1 && cost <= p.l.Burst {
+		if u := p.units(cost); u.sub(v.a, p.l.Count).ceil() <= 0 {
+			return p.admit(&v, state, cost, u, o), nil
+		}
+	}
+	var buf [StateLen]byte
+	out := p.decide(&v, state, cost, buf[:0], o)
+	if o.Changed {
+		copy(state[:len(out)], out)
+	}
+	return len(out), nil
+}
+
+// admit is decide's admitting path for take, writing the new state into
+// state's array: a' = a − u, u = cost·T > 0, so the bucket is not full
+// after and the state is never empty.
+func (p *params) admit(v *view, state []byte, cost int64, u span, o *ratelimit.Outcome) int {
+	next := v.a.sub(u, p.l.Count)
+	// encode, as in params.encode: S = now − a'.q − a'.r/C.
+	s, f := v.now-next.q, int64(0)
+	if next.r > 0 {
+		s, f = s-1, p.l.Count-next.r
+	}
+	changed := len(state) != StateLen || arith.Int64(state[1:9]) != s || arith.Int64(state[9:17]) != f
+	if changed {
+		out := state[:StateLen]
+		out[0] = Tag
+		binary.BigEndian.PutUint64(out[1:9], uint64(s))
+		binary.BigEndian.PutUint64(out[9:17], uint64(f))
+	}
+	remaining, reset := p.l.Burst-cost, u.ceil()
+	if !v.full {
+		remaining, reset = tokens(next, &p.l), p.tau.sub(next, p.l.Count).ceil()
+	}
+	o.Allowed = true
+	o.Changed = changed
+	o.Remaining = remaining
+	o.RetryAfter = 0
+	o.ResetAfter = reset
+	o.Delay = 0
+	o.TTL = reset
+	return StateLen
 }
 
 // Reserve takes cost units now, going into debt when the bucket holds
@@ -275,19 +392,21 @@ func (a Algorithm) Reserve(state []byte, now int64, l ratelimit.Limit, cost int6
 	if cost == 0 || cost > l.Burst {
 		return a.Decide(state, now, l, cost, dst)
 	}
-	v, err := settle(state, now, l)
-	if err != nil {
+	p := newParams(l)
+	var v view
+	if err := p.settle(state, now, &v); err != nil {
 		return ratelimit.Outcome{}, dst[:0], err
 	}
-	delay := wait(v.a, cost, l)
-	next := v.a.sub(units(cost, l), l.Count)
-	if delay <= maxWait && !next.less(v.clamp(next, l)) {
-		if o, out, ok := v.commit(state, dst, next, l); ok {
+	delay := p.wait(v.a, cost)
+	next := v.a.sub(p.units(cost), l.Count)
+	if delay <= maxWait && !next.less(p.clamp(next)) {
+		if o, out, ok := p.commit(&v, state, dst, next); ok {
 			o.Delay = delay
 			return o, out, nil
 		}
 	}
-	o, out := v.keep(state, dst, l)
+	var o ratelimit.Outcome
+	out := p.keep(&v, state, dst, &o)
 	o.RetryAfter = delay
 	return o, out, nil
 }
@@ -296,17 +415,19 @@ func (a Algorithm) Reserve(state []byte, now int64, l ratelimit.Limit, cost int6
 // Allowed, with Remaining, ResetAfter and TTL of the new state. Errors wrap
 // ratelimit.ErrCorruptState.
 func (a Algorithm) Refund(state []byte, now int64, l ratelimit.Limit, amount int64, dst []byte) (ratelimit.Outcome, []byte, error) {
-	v, err := settle(state, now, l)
-	if err != nil {
+	p := newParams(l)
+	var v view
+	if err := p.settle(state, now, &v); err != nil {
 		return ratelimit.Outcome{}, dst[:0], err
 	}
 	if amount == 0 || v.full {
-		o, out := v.keep(state, dst, l)
+		var o ratelimit.Outcome
+		out := p.keep(&v, state, dst, &o)
 		o.Allowed = true
 		return o, out, nil
 	}
-	next := v.clamp(v.a.add(units(min(amount, l.Burst+arith.MaxDebt(l)), l), l.Count), l)
-	o, out, _ := v.commit(state, dst, next, l)
+	next := p.clamp(v.a.add(units(min(amount, l.Burst+arith.MaxDebt(l)), l), l.Count))
+	o, out, _ := p.commit(&v, state, dst, next)
 	return o, out, nil
 }
 
@@ -316,25 +437,26 @@ func (a Algorithm) Refund(state []byte, now int64, l ratelimit.Limit, amount int
 // would: Allowed when one unit is available, else RetryAfter until it is;
 // Remaining is 0 in debt. Errors wrap ratelimit.ErrCorruptState.
 func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int64, dst []byte) (ratelimit.Outcome, []byte, error) {
-	v, err := settle(state, now, l)
-	if err != nil {
+	p := newParams(l)
+	var v view
+	if err := p.settle(state, now, &v); err != nil {
 		return ratelimit.Outcome{}, dst[:0], err
 	}
 	next := v.a
 	if amount > 0 {
-		next = v.clamp(v.a.sub(units(min(amount, arith.MaxDebt(l)+l.Burst), l), l.Count), l)
+		next = p.clamp(v.a.sub(units(min(amount, arith.MaxDebt(l)+l.Burst), l), l.Count))
 	}
-	o, out, ok := v.commit(state, dst, next, l)
+	o, out, ok := p.commit(&v, state, dst, next)
 	if !ok {
 		// S would pass the largest instant (only when now > 0): keep the
 		// deepest debt that fits, S = MaxInt64.
 		next = span{v.now - math.MaxInt64, 0}
-		o, out, _ = v.commit(state, dst, next, l)
+		o, out, _ = p.commit(&v, state, dst, next)
 	}
 	if amount == 0 {
-		o, out = v.keep(state, dst, l)
+		out = p.keep(&v, state, dst, &o)
 	}
-	o.RetryAfter = wait(next, 1, l)
+	o.RetryAfter = p.wait(next, 1)
 	o.Allowed = o.RetryAfter == 0
 	return o, out, nil
 }

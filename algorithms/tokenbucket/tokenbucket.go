@@ -215,3 +215,27 @@ func (a Algorithm) Charge(state []byte, now int64, l ratelimit.Limit, amount int
 	o.RetryAfter = after.wait(1, l)
 	return o, out, nil
 }
+
+// PrepareTake returns Decide under limit l, which must be valid, as a
+// function that updates a state in place: take decides cost units at now
+// from state, writes the outcome to *o and, when o.Changed, the new state
+// to state[:n]. state must have a capacity of at least maxState (StateLen)
+// bytes. Outcomes, new states and errors are exactly Decide's. The memory
+// store uses it on its hot path.
+func (a Algorithm) PrepareTake(l ratelimit.Limit) (take func(state []byte, now, cost int64, o *ratelimit.Outcome) (n int, err error), maxState int) {
+	return func(state []byte, now, cost int64, o *ratelimit.Outcome) (int, error) {
+		var buf [StateLen]byte
+		res, out, err := a.Decide(state, now, l, cost, buf[:0])
+		if err != nil {
+			return 0, err
+		}
+		// Field by field: a struct copy's 16-byte loads would stall on the
+		// 8-byte stores Decide just made.
+		o.Allowed, o.Changed, o.Remaining = res.Allowed, res.Changed, res.Remaining
+		o.RetryAfter, o.ResetAfter, o.Delay, o.TTL = res.RetryAfter, res.ResetAfter, res.Delay, res.TTL
+		if res.Changed {
+			copy(state[:len(out)], out)
+		}
+		return len(out), nil
+	}, StateLen
+}

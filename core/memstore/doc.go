@@ -7,8 +7,11 @@
 //
 // Guarantees:
 //
-//   - Exact: each key is decided under its shard's mutex, with the store's
-//     clock read under the lock, so concurrent calls are linearizable and
+//   - Exact: each key is decided under its shard's mutex at an instant
+//     that lies within the call and never precedes an instant already
+//     decided under that mutex (the system clock is read just before the
+//     lock and raised to the latest such instant; an injected clock is
+//     read under the lock), so concurrent calls are linearizable and
 //     ApplyAll is all or nothing.
 //   - Zero allocations per decision for an existing key whose state fits
 //     inline (31 bytes: every in-repo algorithm but the sliding log).
@@ -17,11 +20,16 @@
 //     (DefaultReclaimGrace, see WithReclaimGrace). Dropping expired state
 //     changes nothing by the Algorithm contract; the grace only spares hot
 //     keys with tiny TTLs a delete and a re-insert. A key costs one index
-//     slot (about 25 bytes), a 40-byte slab entry and its key bytes.
+//     slot (20 to 40 bytes with the map's spare room) and a 64-byte slab
+//     entry, which holds keys of up to 16 bytes; a longer key costs its
+//     bytes and a map slot more.
 //   - The clock is ratelimit.SystemClock unless WithClock injects another
 //     (tests).
 //   - No I/O: it reports a default budget of 0 (ratelimit.Budgeter), so a
 //     Limiter sets no deadline on its calls.
+//
+// The hot path and the argument for the clock are in docs/memory.md of
+// the repository.
 //
 // Errors wrap the ratelimit sentinels: invalid input (nothing changed),
 // ratelimit.ErrCorruptState, ratelimit.ErrUnsupported and, after Close,

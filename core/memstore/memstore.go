@@ -21,6 +21,14 @@ const inlineState = 31
 // bigState marks an entry whose state lives in its shard's big map.
 const bigState = 0xff
 
+// inlineKey is how many bytes of key an entry holds, so that finding a
+// key reads its entry and nothing else; longer keys live in the shard's
+// long map (longKey).
+const (
+	inlineKey = 16
+	longKey   = 0xff
+)
+
 // memShards is the number of lock shards per namespace.
 const memShards = 64
 
@@ -38,6 +46,7 @@ const sweepPerInsert = 4
 // state is lost when the process exits.
 type Store struct {
 	clock  ratelimit.Clock
+	system bool  // clock is ratelimit.SystemClock: read it without the interface call
 	grace  int64 // reclaim state expired at least this long ago, ns
 	seed   maphash.Seed
 	mu     sync.Mutex // serialises namespace creation
@@ -50,21 +59,41 @@ type memSpace struct {
 }
 
 type memShard struct {
-	mu    sync.Mutex
-	index map[string]uint32 // key → slab slot
-	pages []*[pageSize]memEntry
-	free  []uint32 // released slots, reused first
-	next  uint32   // slots handed out from pages so far
-	big   map[uint32][]byte
-	in    []byte // scratch: current state
-	out   []byte // scratch: new state
-	_     [64]byte
+	mu sync.Mutex
+	// index maps a key's hash to the slab slot of the key with that hash;
+	// collide holds the rare other keys with a hash already taken.
+	index   map[uint64]uint32
+	collide map[string]uint32
+	long    map[uint32]string // keys over inlineKey bytes, by slot
+	pages   []*[pageSize]memEntry
+	freed   []uint32 // released slots, reused first
+	next    uint32   // slots handed out from pages so far
+	big     map[uint32][]byte
+	in      []byte // scratch: current state
+	out     []byte // scratch: new state
+	// last is the latest instant decided under mu (see Take).
+	last int64
+	// scratch holds a new key's state before it has an entry, and
+	// outcome the outcome of a Take.
+	scratch [inlineState]byte
+	outcome ratelimit.Outcome
+	_       [64]byte
 }
 
 type memEntry struct {
 	expires int64
-	n       uint8
+	n       uint8 // state length, or bigState
+	klen    uint8 // key length, or longKey
 	state   [inlineState]byte
+	key     [inlineKey]byte
+}
+
+// is reports whether e, in slot i of sh, holds key.
+func (sh *memShard) is(e *memEntry, i uint32, key string) bool {
+	if len(key) <= inlineKey {
+		return int(e.klen) == len(key) && string(e.key[:len(key)]) == key
+	}
+	return e.klen == longKey && sh.long[i] == key
 }
 
 // Option configures a Store.
@@ -117,6 +146,7 @@ func New(opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	_, m.system = m.clock.(ratelimit.SystemClock)
 	empty := map[string]*memSpace{}
 	m.spaces.Store(&empty)
 	return m, nil
@@ -134,7 +164,7 @@ func (m *Store) space(ns string, create bool) *memSpace {
 	}
 	sp := &memSpace{}
 	for i := range sp.shards {
-		sp.shards[i].index = make(map[string]uint32)
+		sp.shards[i].index = make(map[uint64]uint32)
 		sp.shards[i].in = make([]byte, 0, 64)
 		sp.shards[i].out = make([]byte, 0, 64)
 	}
@@ -147,8 +177,31 @@ func (m *Store) space(ns string, create bool) *memSpace {
 	return sp
 }
 
-func (m *Store) shard(sp *memSpace, key string) *memShard {
-	return &sp.shards[maphash.String(m.seed, key)&(memShards-1)]
+// now reads the store's clock.
+func (m *Store) now() int64 {
+	if m.system {
+		return ratelimit.SystemClock{}.Now()
+	}
+	return m.clock.Now()
+}
+
+// shard returns key's shard in sp and its hash, the only hash of the key
+// a call computes: the shard's index is keyed by it.
+func (m *Store) shard(sp *memSpace, key string) (*memShard, uint64) {
+	h := maphash.String(m.seed, key)
+	return &sp.shards[h&(memShards-1)], h
+}
+
+// find returns the slot of key, whose hash is h.
+func (sh *memShard) find(key string, h uint64) (uint32, bool) {
+	if i, ok := sh.index[h]; ok && sh.is(sh.entry(i), i, key) {
+		return i, true
+	}
+	if sh.collide != nil {
+		i, ok := sh.collide[key]
+		return i, ok
+	}
+	return 0, false
 }
 
 func (m *Store) begin(ctx context.Context) error {
@@ -196,6 +249,129 @@ func (n *Namespace) Apply(ctx context.Context, c *ratelimit.Check, o *ratelimit.
 	return n.m.apply(sp, c, o)
 }
 
+// Prepared is an algorithm and a limit made ready for Namespace.Take:
+// the limit's constants derived once, and the algorithm's decision made
+// on the stored state in place. It is immutable and safe for concurrent
+// use.
+type Prepared struct {
+	take  func(state []byte, now, cost int64, o *ratelimit.Outcome) (int, error)
+	alg   ratelimit.Algorithm
+	limit ratelimit.Limit
+}
+
+// inPlaceTaker is the optional Algorithm capability Prepare uses (gcra
+// and tokenbucket have it): PrepareTake returns Decide under l as a function that derives
+// l's constants once and updates a state in place, writing the new state
+// to state[:n] only when the outcome has Changed, given a state capacity
+// of at least maxState bytes. Its outcomes, states and errors must be
+// exactly Decide's.
+type inPlaceTaker interface {
+	PrepareTake(l ratelimit.Limit) (take func(state []byte, now, cost int64, o *ratelimit.Outcome) (n int, err error), maxState int)
+}
+
+// Prepare returns alg under limit, both valid (see Check.Validate), ready
+// for Namespace.Take; or nil when alg has no in-place take whose states
+// fit the store's entries, and then callers use Apply.
+func Prepare(alg ratelimit.Algorithm, limit ratelimit.Limit) *Prepared {
+	ip, ok := alg.(inPlaceTaker)
+	if !ok {
+		return nil
+	}
+	take, maxState := ip.PrepareTake(limit)
+	if take == nil || maxState > inlineState {
+		return nil
+	}
+	return &Prepared{take: take, alg: alg, limit: limit}
+}
+
+// Take is Apply for an OpTake check of cost units on key under p's
+// algorithm and limit, writing the outcome to *o; *o is undefined on
+// error. It checks the key and the cost, not p: see Prepare.
+func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int64, o *ratelimit.Outcome) error {
+	m := n.m
+	if m.closed.Load() {
+		return ratelimit.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ratelimit: memory store: %w", err)
+	}
+	if !ratelimit.ValidKey(key) || cost < 0 || cost > ratelimit.MaxCost {
+		c := ratelimit.Check{Key: key, Cost: cost}
+		return c.ValidateRequest()
+	}
+	sp := n.sp.Load()
+	if sp == nil {
+		sp = m.space(n.name, true)
+		n.sp.Store(sp)
+	}
+	sh, h := m.shard(sp, key)
+	// With the system clock, the clock is read before the lock, keeping
+	// the critical section short for contended keys, and raised to the
+	// latest instant decided under the lock: instants stay monotonic in
+	// lock order and each lies between the call's start and its taking
+	// the lock, so decisions stay linearizable. An injected clock, which
+	// may go backwards, is read under the lock.
+	var now int64
+	if m.system {
+		now = ratelimit.SystemClock{}.Now()
+	}
+	sh.mu.Lock()
+	if m.system {
+		now = max(now, sh.last)
+	} else {
+		now = m.clock.Now()
+	}
+	sh.last = now
+	slot, found := sh.find(key, h)
+	var (
+		e     *memEntry
+		state []byte
+	)
+	if found {
+		e = sh.entry(slot)
+		switch {
+		case e.n == bigState:
+			// Another algorithm's state, shared under this namespace: the
+			// generic path reads it (and reports it corrupt).
+			sh.mu.Unlock()
+			c := ratelimit.Check{Namespace: n.name, Key: key, Algorithm: p.alg, Limit: p.limit, Cost: cost}
+			return m.apply(sp, &c, o)
+		case e.expires > now:
+			state = e.state[:e.n]
+		default:
+			state = e.state[:0]
+		}
+	} else {
+		state = sh.scratch[:0]
+	}
+	// The outcome goes through the shard, under its lock: a pointer
+	// passed to a function value escapes, and *o would cost an allocation.
+	res := &sh.outcome
+	size, err := p.take(state, now, cost, res)
+	changed := res.Changed
+	if err == nil && changed {
+		switch {
+		case !found:
+			sh.storeSlot(key, h, 0, false, now, m.cutoff(now), res.TTL, state[:size])
+		case res.TTL <= 0 || size == 0:
+			sh.release(key, h, slot)
+		default:
+			e.n = uint8(size)
+			e.expires = saturatingAdd(now, int64(res.TTL))
+		}
+	}
+	// Field by field, for the reason gcra's decide gives; and Changed
+	// from the register, since a copy of both bools is one 16-bit load,
+	// which stalls on the two byte stores that wrote them.
+	o.Allowed, o.Changed, o.Remaining = res.Allowed, changed, res.Remaining
+	o.RetryAfter, o.ResetAfter, o.Delay, o.TTL = res.RetryAfter, res.ResetAfter, res.Delay, res.TTL
+	sh.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("key %s: %w", keyfmt.Quote(key), err)
+	}
+	return nil
+}
+
 // DefaultBudget returns 0: the store decides in process and never waits on
 // I/O, so a Limiter sets no deadline on its calls (see ratelimit.Budgeter).
 func (m *Store) DefaultBudget() time.Duration { return 0 }
@@ -220,10 +396,11 @@ func (m *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 // sp looked up once, so that the hot path neither copies the check or the
 // outcome nor looks the namespace up again.
 func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) error {
-	sh := m.shard(sp, c.Key)
+	sh, h := m.shard(sp, c.Key)
 	sh.mu.Lock()
-	now := m.clock.Now()
-	slot, found := sh.index[c.Key]
+	now := m.now()
+	sh.last = now // see Take
+	slot, found := sh.find(c.Key, h)
 	sh.in = sh.loadSlot(slot, found, now, sh.in[:0])
 	var (
 		o   ratelimit.Outcome
@@ -237,7 +414,7 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	}
 	sh.out = out[:0]
 	if err == nil && o.Changed {
-		sh.storeSlot(c.Key, slot, found, now, m.cutoff(now), o.TTL, out)
+		sh.storeSlot(c.Key, h, slot, found, now, m.cutoff(now), o.TTL, out)
 	}
 	sh.mu.Unlock()
 	if err != nil {
@@ -251,9 +428,9 @@ func (sh *memShard) entry(i uint32) *memEntry {
 	return &sh.pages[i>>pageBits][i&(pageSize-1)]
 }
 
-// load appends the live state of key to dst.
-func (sh *memShard) load(key string, now int64, dst []byte) []byte {
-	i, ok := sh.index[key]
+// load appends the live state of key, whose hash is h, to dst.
+func (sh *memShard) load(key string, h uint64, now int64, dst []byte) []byte {
+	i, ok := sh.find(key, h)
 	return sh.loadSlot(i, ok, now, dst)
 }
 
@@ -283,23 +460,22 @@ func (m *Store) cutoff(now int64) int64 {
 
 // store records the new state of key, or drops it when its TTL is over.
 // Inserts reclaim entries that expired before cutoff.
-func (sh *memShard) store(key string, now, cutoff int64, ttl time.Duration, state []byte) {
-	i, exists := sh.index[key]
-	sh.storeSlot(key, i, exists, now, cutoff, ttl, state)
+func (sh *memShard) store(key string, h uint64, now, cutoff int64, ttl time.Duration, state []byte) {
+	i, exists := sh.find(key, h)
+	sh.storeSlot(key, h, i, exists, now, cutoff, ttl, state)
 }
 
 // storeSlot is store for a key already looked up: slot i if exists.
-func (sh *memShard) storeSlot(key string, i uint32, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
+func (sh *memShard) storeSlot(key string, h uint64, i uint32, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
 	if ttl <= 0 || len(state) == 0 {
 		if exists {
-			sh.release(key, i)
+			sh.release(key, h, i)
 		}
 		return
 	}
 	if !exists {
 		sh.sweep(cutoff)
-		i = sh.alloc()
-		sh.index[strings.Clone(key)] = i
+		i = sh.insert(key, h)
 	}
 	e := sh.entry(i)
 	e.expires = saturatingAdd(now, int64(ttl))
@@ -320,9 +496,9 @@ func (sh *memShard) storeSlot(key string, i uint32, exists bool, now, cutoff int
 
 // alloc returns a free slab slot.
 func (sh *memShard) alloc() uint32 {
-	if n := len(sh.free); n > 0 {
-		i := sh.free[n-1]
-		sh.free = sh.free[:n-1]
+	if n := len(sh.freed); n > 0 {
+		i := sh.freed[n-1]
+		sh.freed = sh.freed[:n-1]
 		return i
 	}
 	i := sh.next
@@ -333,26 +509,73 @@ func (sh *memShard) alloc() uint32 {
 	return i
 }
 
-// release drops key and frees its slot.
-func (sh *memShard) release(key string, i uint32) {
-	delete(sh.index, key)
+// insert gives key, whose hash is h, a slot.
+func (sh *memShard) insert(key string, h uint64) uint32 {
+	i := sh.alloc()
+	e := sh.entry(i)
+	if len(key) <= inlineKey {
+		e.klen = uint8(len(key))
+		copy(e.key[:], key)
+	} else {
+		e.klen = longKey
+		if sh.long == nil {
+			sh.long = make(map[uint32]string)
+		}
+		sh.long[i] = strings.Clone(key)
+	}
+	if _, taken := sh.index[h]; !taken {
+		sh.index[h] = i
+		return i
+	}
+	if sh.collide == nil {
+		sh.collide = make(map[string]uint32)
+	}
+	sh.collide[strings.Clone(key)] = i
+	return i
+}
+
+// release drops key, whose hash is h, from slot i and frees the slot.
+func (sh *memShard) release(key string, h uint64, i uint32) {
+	if j, ok := sh.index[h]; ok && j == i {
+		delete(sh.index, h)
+	} else {
+		delete(sh.collide, key)
+	}
+	sh.free(i)
+}
+
+// free clears slot i and makes it available again.
+func (sh *memShard) free(i uint32) {
 	e := sh.entry(i)
 	if e.n == bigState {
 		delete(sh.big, i)
 	}
+	if e.klen == longKey {
+		delete(sh.long, i)
+	}
 	*e = memEntry{}
-	sh.free = append(sh.free, i)
+	sh.freed = append(sh.freed, i)
 }
 
 // sweep drops a few entries that expired before cutoff; called on insert.
 func (sh *memShard) sweep(cutoff int64) {
 	n := 0
-	for k, i := range sh.index {
+	for h, i := range sh.index {
 		if sh.entry(i).expires <= cutoff {
-			sh.release(k, i)
+			delete(sh.index, h)
+			sh.free(i)
 		}
-		n++
-		if n >= sweepPerInsert {
+		if n++; n >= sweepPerInsert {
+			break
+		}
+	}
+	n = 0
+	for k, i := range sh.collide {
+		if sh.entry(i).expires <= cutoff {
+			delete(sh.collide, k)
+			sh.free(i)
+		}
+		if n++; n >= sweepPerInsert {
 			return
 		}
 	}
@@ -374,11 +597,12 @@ func (m *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 		return false, fmt.Errorf("%w: %d outcomes for %d checks", ratelimit.ErrInvalidOption, len(out), len(checks))
 	}
 	shards := make([]*memShard, len(checks))
+	hashes := make([]uint64, len(checks))
 	for i := range checks {
 		if err := checks[i].Validate(); err != nil {
 			return false, fmt.Errorf("check %d: %w", i, err)
 		}
-		shards[i] = m.shard(m.space(checks[i].Namespace, true), checks[i].Key)
+		shards[i], hashes[i] = m.shard(m.space(checks[i].Namespace, true), checks[i].Key)
 	}
 	locks := make([]*sync.Mutex, len(shards))
 	for i, sh := range shards {
@@ -388,9 +612,12 @@ func (m *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 	keyOf := make([]int, len(checks))
 	first := ratelimit.DistinctKeys(checks, keyOf, make([]int, 0, len(checks)))
 	keys := make([]ratelimit.KeyState, len(first))
-	now := m.clock.Now()
+	now := m.now()
+	for _, sh := range shards {
+		sh.last = now // see Take
+	}
 	for j, i := range first {
-		keys[j].State = shards[i].load(checks[i].Key, now, nil)
+		keys[j].State = shards[i].load(checks[i].Key, hashes[i], now, nil)
 	}
 	allowed, err := ratelimit.EvaluateAll(checks, now, keyOf, keys, out, nil)
 	if err != nil || !allowed {
@@ -399,7 +626,7 @@ func (m *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 	cutoff := m.cutoff(now)
 	for j, i := range first {
 		if k := &keys[j]; k.Changed {
-			shards[i].store(checks[i].Key, now, cutoff, out[k.Last].TTL, k.State)
+			shards[i].store(checks[i].Key, hashes[i], now, cutoff, out[k.Last].TTL, k.State)
 		}
 	}
 	return true, nil
@@ -417,10 +644,10 @@ func (m *Store) Reset(ctx context.Context, namespace, key string) error {
 	if sp == nil {
 		return nil
 	}
-	sh := m.shard(sp, key)
+	sh, h := m.shard(sp, key)
 	sh.mu.Lock()
-	if i, ok := sh.index[key]; ok {
-		sh.release(key, i)
+	if i, ok := sh.find(key, h); ok {
+		sh.release(key, h, i)
 	}
 	sh.mu.Unlock()
 	return nil
@@ -434,7 +661,7 @@ func (m *Store) keys() int {
 		for i := range sp.shards {
 			sh := &sp.shards[i]
 			sh.mu.Lock()
-			n += len(sh.index)
+			n += len(sh.index) + len(sh.collide)
 			sh.mu.Unlock()
 		}
 	}
