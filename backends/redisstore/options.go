@@ -17,8 +17,10 @@ const (
 	// DefaultTTLMargin is added to every state's TTL (see WithTTLMargin).
 	DefaultTTLMargin = time.Second
 	// DefaultCASAttempts is how many compare-and-set rounds the generic
-	// path tries before giving up with ErrContention.
-	DefaultCASAttempts = 64
+	// path tries before giving up with ErrContention: enough for 64
+	// processes contending on one key (the store's own callers take turns
+	// and never conflict).
+	DefaultCASAttempts = 1000
 	// maxPrefixLen bounds the key prefix, in bytes.
 	maxPrefixLen = 256
 )

@@ -76,6 +76,8 @@ type Store struct {
 	// argsCached counts its entries.
 	argsCache  sync.Map
 	argsCached atomic.Int64
+	// turns serializes the store's generic-path calls per key.
+	turns keyTurns
 }
 
 // New returns a Store sending its scripts through client.
