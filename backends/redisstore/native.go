@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/bits"
 	"time"
@@ -179,6 +180,9 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 		mask |= 1 << (nativeAlg(checks[i].Algorithm) - 1)
 		args = append(args, s.checkArg(&checks[i]))
 	}
+	if b := s.batcherFor(keys); b != nil {
+		return s.applyCoalesced(ctx, b, checks, keys, args[1:], mask, out)
+	}
 	head, ok := s.headArg(mask)
 	if !ok {
 		return s.applyGeneric(ctx, checks, keys, out)
@@ -190,18 +194,39 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 		return false, err
 	}
 	rep, ok := reply.(string)
-	if !ok || len(rep) < 8 {
+	if !ok {
 		return false, unexpected(reply)
 	}
-	status := replyInt(rep, 0)
-	switch {
-	case status == -1 && len(rep) == 8:
+	status, size, err := decodeNative(rep, out)
+	if err != nil || size != len(rep) {
+		return false, unexpected(reply)
+	}
+	if status == -1 {
 		s.nativeFallbacks.Add(1)
 		return s.applyGeneric(ctx, checks, keys, out)
-	case status != 0 && status != 1, len(rep) != 8*(1+replyStride*len(checks)):
-		return false, unexpected(reply)
 	}
-	for i := range checks {
+	return status == 1, nil
+}
+
+// errBadReply marks a native.lua reply that decodeNative cannot read.
+var errBadReply = errors.New("redisstore: bad native reply")
+
+// decodeNative decodes the reply of one call of len(out) checks at the
+// start of rep into out, and returns its status (1 allowed and written, 0
+// denied, -1 for the generic path) and its length in bytes.
+func decodeNative(rep string, out []ratelimit.Outcome) (status int64, size int, err error) {
+	if len(rep) < 8 {
+		return 0, 0, errBadReply
+	}
+	status = replyInt(rep, 0)
+	if status == -1 {
+		return -1, 8, nil
+	}
+	size = 8 * (1 + replyStride*len(out))
+	if status != 0 && status != 1 || len(rep) < size {
+		return 0, 0, errBadReply
+	}
+	for i := range out {
 		v := rep[8*(1+replyStride*i):]
 		retry := time.Duration(replyInt(v, 3))
 		if retry < 0 {
@@ -217,7 +242,7 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 			Delay:      time.Duration(replyInt(v, 6)),
 		}
 	}
-	return status == 1, nil
+	return status, size, nil
 }
 
 // debtSpan returns units(arith.MaxDebt(l)) when it is below debtCap.

@@ -42,6 +42,7 @@ type config struct {
 	ttlMargin       time.Duration
 	casAttempts     int
 	native          bool
+	coalesce        bool
 	checkClient     bool
 	checkEviction   bool
 	logf            func(format string, args ...any)
@@ -78,6 +79,7 @@ func defaultConfig() config {
 		ttlMargin:       DefaultTTLMargin,
 		casAttempts:     DefaultCASAttempts,
 		native:          true,
+		coalesce:        true,
 		checkClient:     true,
 		evictionTimeout: time.Second,
 	}
@@ -227,6 +229,17 @@ func WithCASAttempts(n int) Option {
 			return fmt.Errorf("%w: redisstore: %d CAS attempts outside 1..1000", ratelimit.ErrInvalidOption, n)
 		}
 		c.casAttempts = n
+		return nil
+	})
+}
+
+// WithoutCoalescing sends every call as a script invocation of its own
+// (the plain path) instead of batching concurrent calls (see the package
+// documentation). Both paths decide identically and report the same
+// errors; coalescing gives more throughput under concurrency.
+func WithoutCoalescing() Option {
+	return optionFunc(func(c *config) error {
+		c.coalesce = false
 		return nil
 	})
 }
