@@ -30,9 +30,10 @@ import (
 
 const (
 	// maxBatchesInFlight is how many batches of one route may be under
-	// way at once. Two keep the server busy while the replies of one are
-	// handed out, and let the next batch gather meanwhile.
-	maxBatchesInFlight = 2
+	// way at once: a few keep the server busy while the replies of one are
+	// handed out, and shorten the wait of a call that arrives while
+	// batches are in flight; each more costs one more script invocation.
+	maxBatchesInFlight = 4
 	// maxBatchChecks bounds the checks of one batch; calls beyond wait
 	// for the next.
 	maxBatchChecks = 256
@@ -100,8 +101,9 @@ func (s *Store) batcherFor(keys []string) *batcher {
 
 // applyCoalesced runs a native call through b and decodes its outcome
 // into out, as applyNative does for a call of its own.
-// checkArgs are the calls' native.lua arguments, one per check.
-func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelimit.Check, keys []string, checkArgs []any, mask uint, out []ratelimit.Outcome) (bool, error) {
+// checkArgs are the calls' native.lua arguments, one per check. It
+// returns the call's status as runNative does.
+func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelimit.Check, keys []string, checkArgs []any, mask uint, out []ratelimit.Outcome) (int64, error) {
 	p := &pendingCall{ctx: ctx, keys: keys, mask: mask, done: make(chan struct{})}
 	p.args = append([]any(nil), checkArgs...)
 	p.res = p.one[:]
@@ -125,21 +127,43 @@ func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelim
 	case <-ctx.Done():
 		switch {
 		case p.state.Load() == callQueued && b.dequeue(p):
-			return false, fmt.Errorf("%w: redisstore: the context ended before the call was sent: %w", ratelimit.ErrUnavailable, ctx.Err())
+			return 0, fmt.Errorf("%w: redisstore: the context ended before the call was sent: %w", ratelimit.ErrUnavailable, ctx.Err())
 		case p.state.CompareAndSwap(callSent, callAbandoned):
-			return false, fmt.Errorf("%w: redisstore: the context ended while the call's batch was in flight: %w", ratelimit.ErrUnknownOutcome, ctx.Err())
+			return 0, fmt.Errorf("%w: redisstore: the context ended while the call's batch was in flight: %w", ratelimit.ErrUnknownOutcome, ctx.Err())
 		}
 		<-p.done
 	}
 	if p.err != nil {
-		return false, p.err
-	}
-	if p.status == -1 {
-		s.nativeFallbacks.Add(1)
-		return s.applyGeneric(ctx, checks, keys, out)
+		return 0, p.err
 	}
 	copy(out, p.res)
-	return p.status == 1, nil
+	return p.status, nil
+}
+
+// startAlone counts a call in flight and reports true when b has nothing
+// queued and room for one more batch: a batch of that call alone would
+// be sent at once, so the caller sends it directly and then calls
+// finishAlone.
+func (b *batcher) startAlone() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) > 0 || b.inFlight >= maxBatchesInFlight {
+		return false
+	}
+	b.inFlight++
+	return true
+}
+
+// finishAlone ends a call started by startAlone and sends the calls that
+// queued meanwhile.
+func (s *Store) finishAlone(b *batcher) {
+	b.mu.Lock()
+	b.inFlight--
+	next := b.takeLocked()
+	b.mu.Unlock()
+	if next != nil {
+		go s.sendBatchDetached(b, next)
+	}
 }
 
 // dequeue removes p from the queue if it is still there, under b.mu, and
@@ -265,13 +289,15 @@ func (s *Store) runBatch(ctx context.Context, batch []*pendingCall) {
 	keys := make([]string, 0, n)
 	args := make([]any, 1, n+2)
 	args[0] = head
-	var sizes []byte
 	for _, p := range batch {
 		keys = append(keys, p.keys...)
 		args = append(args, p.args...)
-		sizes = appendDoubles(sizes, int64(len(p.keys)))
 	}
 	if len(batch) > 1 {
+		sizes := make([]byte, 0, 8*len(batch))
+		for _, p := range batch {
+			sizes = appendDoubles(sizes, int64(len(p.keys)))
+		}
 		args = append(args, string(sizes))
 	}
 	reply, err := s.run(ctx, nativeScript, keys, args)

@@ -79,10 +79,10 @@ func TestCoalescedMatchesPlain(t *testing.T) {
 		clock.ns += r.Int64N(int64(time.Minute))
 	}
 	batches, calls := batched.BatchCounts()
-	if calls != workers*phases*steps || batches >= calls {
-		t.Fatalf("%d calls in %d batches: want %d calls in fewer batches", calls, batches, workers*phases*steps)
+	if calls <= batches {
+		t.Fatalf("%d calls in %d batches: want batches of several calls", calls, batches)
 	}
-	t.Logf("%d calls in %d batches", calls, batches)
+	t.Logf("%d of %d calls in %d batches, the others sent alone", calls, workers*phases*steps, batches)
 }
 
 // TestCoalescedLostReplyNoDoubleSpend queues 16 calls into one batch and
@@ -129,8 +129,8 @@ func TestCoalescedLostReplyNoDoubleSpend(t *testing.T) {
 	if spent := 100 - o.Remaining; spent != 1+calls {
 		t.Fatalf("server shows %d spends after the warm-up and one lost batch of %d calls, want %d", spent, calls, 1+calls)
 	}
-	if b, n := st.BatchCounts(); b != 2 || n != 1+calls {
-		t.Fatalf("%d batches of %d calls, want the warm-up and one batch of %d", b, n, calls)
+	if b, n := st.BatchCounts(); b != 1 || n != calls {
+		t.Fatalf("%d batches of %d calls, want one batch of %d (the warm-up went alone)", b, n, calls)
 	}
 }
 

@@ -180,32 +180,53 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 		mask |= 1 << (nativeAlg(checks[i].Algorithm) - 1)
 		args = append(args, s.checkArg(&checks[i]))
 	}
-	if b := s.batcherFor(keys); b != nil {
-		return s.applyCoalesced(ctx, b, checks, keys, args[1:], mask, out)
+	var (
+		status int64
+		err    error
+	)
+	if b := s.batcherFor(keys); b != nil && !b.startAlone() {
+		status, err = s.applyCoalesced(ctx, b, checks, keys, args[1:], mask, out)
+	} else {
+		// No coalescing, or a batch of this call alone would be sent now:
+		// send it as it is, without the batch's bookkeeping.
+		status, err = s.runNative(ctx, keys, args, mask, out)
+		if b != nil {
+			s.finishAlone(b)
+		}
 	}
-	head, ok := s.headArg(mask)
-	if !ok {
-		return s.applyGeneric(ctx, checks, keys, out)
-	}
-	args[0] = head
-	s.nativeCalls.Add(1)
-	reply, err := s.run(ctx, nativeScript, keys, args)
 	if err != nil {
 		return false, err
-	}
-	rep, ok := reply.(string)
-	if !ok {
-		return false, unexpected(reply)
-	}
-	status, size, err := decodeNative(rep, out)
-	if err != nil || size != len(rep) {
-		return false, unexpected(reply)
 	}
 	if status == -1 {
 		s.nativeFallbacks.Add(1)
 		return s.applyGeneric(ctx, checks, keys, out)
 	}
 	return status == 1, nil
+}
+
+// runNative sends one native.lua call, args holding its check arguments
+// from index 1 on, and decodes its outcomes into out. Status -1 means
+// the generic path must decide it.
+func (s *Store) runNative(ctx context.Context, keys []string, args []any, mask uint, out []ratelimit.Outcome) (int64, error) {
+	head, ok := s.headArg(mask)
+	if !ok {
+		return -1, nil
+	}
+	args[0] = head
+	s.nativeCalls.Add(1)
+	reply, err := s.run(ctx, nativeScript, keys, args)
+	if err != nil {
+		return 0, err
+	}
+	rep, ok := reply.(string)
+	if !ok {
+		return 0, unexpected(reply)
+	}
+	status, size, err := decodeNative(rep, out)
+	if err != nil || size != len(rep) {
+		return 0, unexpected(reply)
+	}
+	return status, nil
 }
 
 // errBadReply marks a native.lua reply that decodeNative cannot read.
