@@ -29,7 +29,8 @@
 //     READ COMMITTED transaction that locks every row with SELECT … FOR
 //     UPDATE in sorted (namespace, key) order (composites cannot
 //     deadlock), decides in Go at the server's clock read after the locks,
-//     and writes back: two round trips, single key or composite.
+//     and writes back: two round trips, single key or composite (three
+//     when a row is missing and must be seeded).
 //   - Keys are arbitrary bytes, always sent as parameters.
 //   - Nothing is applied after the caller gives up: lock_timeout and
 //     statement_timeout are set shorter than the time left before the

@@ -39,8 +39,9 @@ func (c *countingConn) Write(b []byte) (int, error) {
 
 // TestRoundTrips checks the round trips docs/postgres.md states,
 // counted as writes on the socket: one to prepare the decision path's
-// statements on a new connection, then 2 per decision whether it writes or
-// not and for a composite too, 1 per Reset and per sweep batch.
+// statements on a new connection, then 2 per decision on existing rows
+// whether it writes or not and for a composite too, one more when a row
+// is missing and must be seeded, 1 per Reset and per sweep batch.
 func TestRoundTrips(t *testing.T) {
 	var counter writeCounter
 	pool := newPool(t, func(c *pgxpool.Config) {
@@ -58,8 +59,8 @@ func TestRoundTrips(t *testing.T) {
 	if _, err := s.Apply(t.Context(), take(randomName("first-"), 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got := counter.take(); got != 3 {
-		t.Errorf("first decision on a connection: %d round trips, want 3 (prepare, read, write)", got)
+	if got := counter.take(); got != 4 {
+		t.Errorf("first decision on a connection, new key: %d round trips, want 4 (prepare, read, seed, write)", got)
 	}
 	// Warm up: let pgx prepare the statements of Reset and Sweep.
 	for range 2 {
@@ -86,10 +87,11 @@ func TestRoundTrips(t *testing.T) {
 		call func() error
 		want int64
 	}{
-		{"allowed take (writes)", func() error { _, err := s.Apply(t.Context(), take(key, 1, 1)); return err }, 2},
-		{"denied take (no write)", func() error { _, err := s.Apply(t.Context(), take(key, 1, 1)); return err }, 2},
-		{"peek of a new key", func() error { _, err := s.Apply(t.Context(), take(randomName("new-"), 1, 0)); return err }, 2},
-		{"composite of 3, allowed", func() error { _, err := s.ApplyAll(t.Context(), composite, out); return err }, 2},
+		{"allowed take of a new key (seeds, writes)", func() error { _, err := s.Apply(t.Context(), take(key, 2, 1)); return err }, 3},
+		{"allowed take (writes)", func() error { _, err := s.Apply(t.Context(), take(key, 2, 1)); return err }, 2},
+		{"denied take (no write)", func() error { _, err := s.Apply(t.Context(), take(key, 2, 1)); return err }, 2},
+		{"peek of a new key", func() error { _, err := s.Apply(t.Context(), take(randomName("new-"), 1, 0)); return err }, 3},
+		{"composite of 3 new keys, allowed", func() error { _, err := s.ApplyAll(t.Context(), composite, out); return err }, 3},
 		{"composite of 3, denied", func() error { _, err := s.ApplyAll(t.Context(), composite, out); return err }, 2},
 		{"reset", func() error { return s.Reset(t.Context(), "ns", key) }, 1},
 		{"sweep with nothing to sweep", func() error { _, err := s.Sweep(t.Context()); return err }, 1},

@@ -26,6 +26,7 @@ const (
 	stmtLock
 	stmtUpdate
 	stmtCommit
+	stmtRollback
 	numStmts
 )
 
@@ -66,6 +67,7 @@ func newStatements(q queries) statements {
 		stmtLock:     {sql: q.lock, oids: []uint32{oidBytea, oidBytea}},
 		stmtUpdate:   {sql: q.update, oids: []uint32{oidBytea, oidBytea, oidText, oidBytea, oidTimestamptz}},
 		stmtCommit:   {sql: "COMMIT"},
+		stmtRollback: {sql: "ROLLBACK"},
 	}
 	all := sha256.New()
 	for i := range st.list {

@@ -137,37 +137,67 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 	return true, nil
 }
 
-// readPhase sends, in one round trip: BEGIN (READ COMMITTED), the
-// timeouts, the seed of every key (an INSERT of a row that the statement's
-// snapshot does not have, ON CONFLICT DO NOTHING, so missing rows exist
-// before any lock is requested), and the lock of every key (SELECT … FOR
-// UPDATE, with clock_timestamp() read by the same statement once the row
-// is locked). Keys are in sorted order throughout. It leaves the
-// transaction open and returns the server's time, as read by the last
-// lock statement, after every lock is held, in Unix nanoseconds.
+// readPhase opens the transaction and locks every key's row, in sorted
+// order, leaving the transaction open; it returns the server's time, as
+// read by the last lock statement once every lock is held, in Unix
+// nanoseconds. Most keys already have a row, so it first sends, in one
+// round trip: BEGIN (READ COMMITTED), the timeouts and the lock of every
+// key (SELECT … FOR UPDATE, with clock_timestamp() read by the same
+// statement once the row is locked). When a row is missing it sends, in a
+// second round trip: ROLLBACK, which releases every lock taken, then
+// BEGIN, the timeouts, the seed of every key (an INSERT of a row that the
+// statement's snapshot does not have, ON CONFLICT DO NOTHING, so missing
+// rows exist before any lock is requested) and the lock of every key.
 //
 // Seeding inside the transaction is safe under READ COMMITTED: an INSERT
 // that meets a concurrent caller's uncommitted seed waits for it and then
 // does nothing, and the lock statement that follows takes a new snapshot
-// that sees the committed row. Because every caller seeds and locks in the
-// same sorted order, seeds cannot deadlock with locks either.
+// that sees the committed row. Seeds never wait while their transaction
+// holds a lock (the rollback comes first, and every caller seeds before
+// it locks, in the same sorted order), and a lock statement never waits
+// for an uncommitted seed (its snapshot does not see the row), so neither
+// path can deadlock with the other.
 //
 // Nothing here changes limiter state: the transaction can only commit when
 // the write phase sends COMMIT. So every failure of this phase, a lost
 // reply or a client-side timeout included, means "not applied".
 func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState) (int64, error) {
+	now, err := s.lockRows(ctx, pc, x, keys, false)
+	if err != nil {
+		return 0, err
+	}
+	for i := range keys {
+		if !keys[i].found {
+			return s.lockRows(ctx, pc, x, keys, true)
+		}
+	}
+	return now, nil
+}
+
+// lockRows sends one round trip of readPhase: with seed, the rollback of
+// the transaction the first one opened and the seeds; then BEGIN, the
+// timeouts and the locks. A missing row after seeding was swept in
+// between (errVanished, retried); without seed it is left to readPhase.
+func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, seed bool) (int64, error) {
 	t, err := s.timeouts(ctx)
 	if err != nil {
 		return 0, err
 	}
 	x.p = pc.StartPipeline(ctx)
 	var params [3][]byte
+	results := 2
+	if seed {
+		x.send(stmtRollback, nil, nil, nil)
+		results += 1 + len(keys)
+	}
 	x.send(stmtBegin, nil, nil, nil)
 	params[0], params[1], params[2] = []byte(t.lock), []byte(t.statement), []byte(t.idle)
 	x.send(stmtTimeouts, params[:3], allText, allText)
-	for i := range keys {
-		params[0], params[1], params[2] = keys[i].ns, keys[i].key, []byte(keys[i].alg)
-		x.send(stmtSeed, params[:3], allBinary, allText)
+	if seed {
+		for i := range keys {
+			params[0], params[1], params[2] = keys[i].ns, keys[i].key, []byte(keys[i].alg)
+			x.send(stmtSeed, params[:3], allBinary, allText)
+		}
 	}
 	for i := range keys {
 		params[0], params[1] = keys[i].ns, keys[i].key
@@ -180,7 +210,7 @@ func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys
 
 	var now int64
 	err = func() error {
-		for range 2 + len(keys) {
+		for range results {
 			if err := discardResult(x.p); err != nil {
 				return err
 			}
@@ -200,9 +230,11 @@ func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys
 	if err != nil {
 		return 0, classifyRead(err)
 	}
-	for i := range keys {
-		if !keys[i].found {
-			return 0, fmt.Errorf("pgstore: %w: %w", ratelimit.ErrUnavailable, errVanished)
+	if seed {
+		for i := range keys {
+			if !keys[i].found {
+				return 0, fmt.Errorf("pgstore: %w: %w", ratelimit.ErrUnavailable, errVanished)
+			}
 		}
 	}
 	return now, nil

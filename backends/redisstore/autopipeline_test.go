@@ -75,7 +75,7 @@ func TestAutoPipelineAdaptiveConcurrentSafe(t *testing.T) {
 			c := newClient(t, srv.addr())
 			h := &countHook{}
 			c.AddHook(h)
-			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithAutoPipeline(tt.opts))
+			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithAutoPipeline(tt.opts), redisstore.WithoutCoalescing())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -229,13 +229,6 @@ func observedPerCall(shape budgetShape) int64 {
 	return 1
 }
 
-func deadlineName(d time.Duration) string {
-	if d == 0 {
-		return "none"
-	}
-	return d.String()
-}
-
 // waitForStore calls call until the store, not the failure policy,
 // decides (for at most 10 s), and returns that decision; it fails t
 // otherwise.

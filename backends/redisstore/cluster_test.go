@@ -169,7 +169,7 @@ func TestCluster(t *testing.T) {
 // cross-slot refusal.
 func TestClusterStoretest(t *testing.T) {
 	srv, _ := startCluster(t)
-	for _, mode := range []clientMode{clientModes()[0], clientModes()[1]} {
+	for _, mode := range clientModes()[:3] {
 		t.Run("client="+mode.name, func(t *testing.T) {
 			prefix := randomPrefix(t)
 			opts := []redisstore.Option{redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000),
@@ -192,7 +192,7 @@ func TestClusterStoretest(t *testing.T) {
 // ErrUnknownOutcome and exactly one spend.
 func TestClusterLostReplyNoDoubleSpend(t *testing.T) {
 	srv, _ := startCluster(t)
-	for _, mode := range []clientMode{clientModes()[0], clientModes()[1]} {
+	for _, mode := range clientModes()[:3] {
 		t.Run("client="+mode.name, func(t *testing.T) {
 			proxy := newDropProxy(t, srv.addr())
 			viaProxy := redis.NewClusterClient(&redis.ClusterOptions{

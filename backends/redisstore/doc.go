@@ -16,8 +16,9 @@
 // New takes a *redis.Client, *redis.ClusterClient, *redis.Ring, an
 // asynchronous *redis.AutoPipeliner or anything with go-redis's Process
 // method, and never closes it. One option per concern: WithPrefix (key
-// prefix), WithHashTag and WithoutHashTag (Cluster slots), WithAutoPipeline
-// (batching concurrent calls), WithTTLMargin (expiry), WithCASAttempts
+// prefix), WithHashTag and WithoutHashTag (Cluster slots), WithoutCoalescing
+// (one script per call), WithAutoPipeline (go-redis's pipelining),
+// WithTTLMargin (expiry), WithCASAttempts
 // (contention on the generic path), WithEvictionCheck (warn about a
 // maxmemory-policy that evicts), WithoutClientCheck (skip New's check).
 //
@@ -26,7 +27,11 @@
 // Decisions are exact and atomic. For the in-repo algorithms a call, a
 // composite included, is one Lua script; any other algorithm is read, decided
 // in Go and written back by a compare-and-set script. The time is the
-// server's TIME, so every process shares one clock. A script runs at most
+// server's TIME, so every process shares one clock. On a Client or a
+// ClusterClient the native calls of concurrent callers are coalesced into
+// one script invocation per server or slot, each call deciding exactly as
+// alone; a call whose context ends before its batch is sent is dropped
+// (ErrUnavailable). A script runs at most
 // once: go-redis never resends the store's commands, so a reply lost after
 // sending is reported as ratelimit.ErrUnknownOutcome, never spent twice. On
 // a ClusterClient or a Ring the keys of a composite must share a hash tag;

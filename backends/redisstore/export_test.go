@@ -36,3 +36,39 @@ const TagLen = tagLen
 func (s *Store) RedisKey(namespace, key string) string {
 	return string(s.redisKey(nil, namespace, key))
 }
+
+// BatchCounts returns how many batches the coalescer sent and how many
+// calls they carried.
+func (s *Store) BatchCounts() (batches, calls int64) {
+	return s.batches.Load(), s.batchedCalls.Load()
+}
+
+// HoldBatches makes the coalescer of a single-server store queue every
+// call until ReleaseBatches, as if batches were in flight.
+func (s *Store) HoldBatches() {
+	b := &s.routes.single
+	b.mu.Lock()
+	b.inFlight += maxBatchesInFlight
+	b.mu.Unlock()
+}
+
+// ReleaseBatches ends HoldBatches and sends the queued calls, up to
+// maxBatchChecks of them in one batch.
+func (s *Store) ReleaseBatches() {
+	b := &s.routes.single
+	b.mu.Lock()
+	b.inFlight -= maxBatchesInFlight
+	batch := b.takeLocked()
+	b.mu.Unlock()
+	if batch != nil {
+		go s.sendBatchDetached(b, batch)
+	}
+}
+
+// QueuedCalls returns how many calls wait in the single-server coalescer.
+func (s *Store) QueuedCalls() int {
+	b := &s.routes.single
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}

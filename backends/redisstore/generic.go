@@ -3,8 +3,11 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -13,9 +16,15 @@ import (
 // applyGeneric is the path for any algorithm: read every distinct key and
 // the server's TIME with one script, decide in Go with ratelimit.Evaluate,
 // then write with a compare-and-set script that succeeds only if no key
-// changed since the read. On a conflict the CAS script returns a fresh
-// snapshot, so each further attempt is one round trip; after
-// cfg.casAttempts conflicts it gives up with ErrContention.
+// changed since the read.
+//
+// Two things keep contention from failing calls. The store's own callers
+// on a key take turns (keyTurns): they never conflict with each other, so
+// only other processes sharing the key can. And a conflict's CAS reply is a
+// fresh snapshot, decided on again at once; every casRetryBurst conflicts
+// the caller backs off and then reads again, never writing from a snapshot
+// older than its sleep. After cfg.casAttempts conflicts it gives up with
+// ErrContention.
 //
 // A call whose decision writes nothing (a denial, a peek) returns after
 // the read: the snapshot was consistent, so the decision is linearizable
@@ -30,16 +39,28 @@ func (s *Store) applyGeneric(ctx context.Context, checks []ratelimit.Check, keys
 	for j, i := range first {
 		uniq[j] = keys[i]
 	}
-	reply, err := s.run(ctx, readScript, uniq, nil)
+	release, err := s.turns.take(ctx, uniq)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("%w: redisstore: waiting for this store's other calls on the key: %w", ratelimit.ErrUnavailable, err)
 	}
-	now, states, err := parseSnapshot(reply, len(uniq))
-	if err != nil {
-		return false, err
+	defer release()
+	var (
+		now    int64
+		states []string
+	)
+	read := func() error {
+		reply, err := s.run(ctx, readScript, uniq, nil)
+		if err != nil {
+			return err
+		}
+		now, states, err = parseSnapshot(reply, len(uniq))
+		if s.cfg.clock != nil {
+			now = s.cfg.clock.Now()
+		}
+		return err
 	}
-	if s.cfg.clock != nil {
-		now = s.cfg.clock.Now()
+	if err := read(); err != nil {
+		return false, err
 	}
 	work := make([]ratelimit.KeyState, len(uniq))
 	args := make([]any, 3*len(uniq))
@@ -80,10 +101,69 @@ func (s *Store) applyGeneric(ctx context.Context, checks []ratelimit.Check, keys
 		if s.cfg.clock != nil {
 			now = s.cfg.clock.Now()
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if attempt%casRetryBurst != 0 {
+			continue
+		}
+		// The snapshot ages while we sleep: read again after.
+		if err := backoff(ctx, attempt/casRetryBurst); err != nil {
 			return false, fmt.Errorf("%w: redisstore: %w", ratelimit.ErrUnavailable, err)
 		}
+		if err := read(); err != nil {
+			return false, err
+		}
 	}
+}
+
+// casRetryBurst is how many conflicts in a row the generic path answers
+// at once from the fresh snapshot of the CAS reply before it backs off.
+const casRetryBurst = 8
+
+// keyTurns makes a store's generic-path calls on one Redis key take turns,
+// so they do not fail each other's compare-and-set. Keys map to a fixed
+// set of turns by hash: two keys may share one, which only costs
+// parallelism. A call on several keys takes their turns in index order, so
+// two calls never wait for each other in a cycle.
+type keyTurns struct {
+	once  sync.Once
+	turns []chan struct{}
+}
+
+// numKeyTurns is the number of turns; a power of two.
+const numKeyTurns = 1024
+
+// take waits for the turns of keys, or for the end of ctx, and returns
+// the function giving them back.
+func (kt *keyTurns) take(ctx context.Context, keys []string) (release func(), err error) {
+	kt.once.Do(func() {
+		kt.turns = make([]chan struct{}, numKeyTurns)
+		for i := range kt.turns {
+			kt.turns[i] = make(chan struct{}, 1)
+		}
+	})
+	idx := make([]int, 0, len(keys))
+	for _, k := range keys {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(k))
+		idx = append(idx, int(h.Sum64()&(numKeyTurns-1)))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	release = func() {
+		for _, i := range idx {
+			<-kt.turns[i]
+		}
+	}
+	for n, i := range idx {
+		select {
+		case kt.turns[i] <- struct{}{}:
+		case <-ctx.Done():
+			for _, j := range idx[:n] {
+				<-kt.turns[j]
+			}
+			return nil, ctx.Err()
+		}
+	}
+	return release, nil
 }
 
 // expiry returns the CAS script's expiry argument for a distinct key: ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/bits"
 	"time"
@@ -179,29 +180,74 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 		mask |= 1 << (nativeAlg(checks[i].Algorithm) - 1)
 		args = append(args, s.checkArg(&checks[i]))
 	}
+	var (
+		status int64
+		err    error
+	)
+	if b := s.batcherFor(keys); b != nil && !b.startAlone() {
+		status, err = s.applyCoalesced(ctx, b, checks, keys, args[1:], mask, out)
+	} else {
+		// No coalescing, or a batch of this call alone would be sent now:
+		// send it as it is, without the batch's bookkeeping.
+		status, err = s.runNative(ctx, keys, args, mask, out)
+		if b != nil {
+			s.finishAlone(b)
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	if status == -1 {
+		s.nativeFallbacks.Add(1)
+		return s.applyGeneric(ctx, checks, keys, out)
+	}
+	return status == 1, nil
+}
+
+// runNative sends one native.lua call, args holding its check arguments
+// from index 1 on, and decodes its outcomes into out. Status -1 means
+// the generic path must decide it.
+func (s *Store) runNative(ctx context.Context, keys []string, args []any, mask uint, out []ratelimit.Outcome) (int64, error) {
 	head, ok := s.headArg(mask)
 	if !ok {
-		return s.applyGeneric(ctx, checks, keys, out)
+		return -1, nil
 	}
 	args[0] = head
 	s.nativeCalls.Add(1)
 	reply, err := s.run(ctx, nativeScript, keys, args)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	rep, ok := reply.(string)
-	if !ok || len(rep) < 8 {
-		return false, unexpected(reply)
+	if !ok {
+		return 0, unexpected(reply)
 	}
-	status := replyInt(rep, 0)
-	switch {
-	case status == -1 && len(rep) == 8:
-		s.nativeFallbacks.Add(1)
-		return s.applyGeneric(ctx, checks, keys, out)
-	case status != 0 && status != 1, len(rep) != 8*(1+replyStride*len(checks)):
-		return false, unexpected(reply)
+	status, size, err := decodeNative(rep, out)
+	if err != nil || size != len(rep) {
+		return 0, unexpected(reply)
 	}
-	for i := range checks {
+	return status, nil
+}
+
+// errBadReply marks a native.lua reply that decodeNative cannot read.
+var errBadReply = errors.New("redisstore: bad native reply")
+
+// decodeNative decodes the reply of one call of len(out) checks at the
+// start of rep into out, and returns its status (1 allowed and written, 0
+// denied, -1 for the generic path) and its length in bytes.
+func decodeNative(rep string, out []ratelimit.Outcome) (status int64, size int, err error) {
+	if len(rep) < 8 {
+		return 0, 0, errBadReply
+	}
+	status = replyInt(rep, 0)
+	if status == -1 {
+		return -1, 8, nil
+	}
+	size = 8 * (1 + replyStride*len(out))
+	if status != 0 && status != 1 || len(rep) < size {
+		return 0, 0, errBadReply
+	}
+	for i := range out {
 		v := rep[8*(1+replyStride*i):]
 		retry := time.Duration(replyInt(v, 3))
 		if retry < 0 {
@@ -217,7 +263,7 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 			Delay:      time.Duration(replyInt(v, 6)),
 		}
 	}
-	return status == 1, nil
+	return status, size, nil
 }
 
 // debtSpan returns units(arith.MaxDebt(l)) when it is below debtCap.

@@ -17,8 +17,10 @@ const (
 	// DefaultTTLMargin is added to every state's TTL (see WithTTLMargin).
 	DefaultTTLMargin = time.Second
 	// DefaultCASAttempts is how many compare-and-set rounds the generic
-	// path tries before giving up with ErrContention.
-	DefaultCASAttempts = 64
+	// path tries before giving up with ErrContention: enough for 64
+	// processes contending on one key (the store's own callers take turns
+	// and never conflict).
+	DefaultCASAttempts = 1000
 	// maxPrefixLen bounds the key prefix, in bytes.
 	maxPrefixLen = 256
 )
@@ -40,6 +42,7 @@ type config struct {
 	ttlMargin       time.Duration
 	casAttempts     int
 	native          bool
+	coalesce        bool
 	checkClient     bool
 	checkEviction   bool
 	logf            func(format string, args ...any)
@@ -76,6 +79,7 @@ func defaultConfig() config {
 		ttlMargin:       DefaultTTLMargin,
 		casAttempts:     DefaultCASAttempts,
 		native:          true,
+		coalesce:        true,
 		checkClient:     true,
 		evictionTimeout: time.Second,
 	}
@@ -225,6 +229,17 @@ func WithCASAttempts(n int) Option {
 			return fmt.Errorf("%w: redisstore: %d CAS attempts outside 1..1000", ratelimit.ErrInvalidOption, n)
 		}
 		c.casAttempts = n
+		return nil
+	})
+}
+
+// WithoutCoalescing sends every call as a script invocation of its own
+// (the plain path) instead of batching concurrent calls (see the package
+// documentation). Both paths decide identically and report the same
+// errors; coalescing gives more throughput under concurrency.
+func WithoutCoalescing() Option {
+	return optionFunc(func(c *config) error {
+		c.coalesce = false
 		return nil
 	})
 }

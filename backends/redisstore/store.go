@@ -76,6 +76,13 @@ type Store struct {
 	// argsCached counts its entries.
 	argsCache  sync.Map
 	argsCached atomic.Int64
+	// turns serializes the store's generic-path calls per key.
+	turns keyTurns
+	// routes holds the coalescer's batchers (see coalesce.go); batches
+	// and batchedCalls count the batches it sent and the calls in them,
+	// read by tests.
+	routes                routes
+	batches, batchedCalls atomic.Int64
 }
 
 // New returns a Store sending its scripts through client.
@@ -136,6 +143,9 @@ func New(client Client, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("%w: redisstore: a blocking AutoPipeliner waits for every reply whatever the context's deadline; pass client.AsyncAutoPipeline() or use WithAutoPipeline (see WithoutClientCheck)", ratelimit.ErrInvalidOption)
 		}
 		return nil, fmt.Errorf("%w: redisstore: the go-redis client must set ContextTimeoutEnabled: true, or calls can outlast their context deadline (see WithoutClientCheck)", ratelimit.ErrInvalidOption)
+	}
+	if s.kind == kindCluster {
+		s.routes.slots = make([]atomic.Pointer[batcher], 16384)
 	}
 	switch s.cfg.tagMode {
 	case tagAuto:

@@ -42,6 +42,9 @@
 --   algorithm but slidinglog, appends two doubles: the op and MaxWait in
 --   ns (0 but for a reservation); a gcra refund's or charge's units(cost)
 --   is units(min(cost, Burst + MaxDebt)), capped at 2^52.
+-- A batch (several independent calls in one invocation, from the store's
+--   coalescer) adds one last argument: each call's number of checks, as
+--   doubles; KEYS and the check arguments are the calls' one after another.
 -- Returns little-endian doubles packed in one string (cheaper to build
 -- and to parse than an array of integers): status, then per check
 -- allowed (for a charge: whether one more unit would pass), changed,
@@ -888,59 +891,74 @@ do
   nh, nl = hi + c, lo - c * 4294967296
 end
 
-local R1 = '<dddddddd'
-if #KEYS == 1 then
-  local k = KEYS[1]
-  local state = redis.call('GET', k)
-  local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, ARGV[2])
-  if ok == nil then return pack('<d', -1) end
-  if not ok then return pack(R1, 0, 0, 0, rem, retry, reset, ttl, 0) end
-  local a = 1
-  if peek == false then a = 0 end
-  local ch = 0
-  if out ~= state then
-    ch = 1
-    if out == false or ttl <= 0 then
+-- call applies the n checks of KEYS[base+1..base+n], whose arguments are
+-- ARGV[base+2..base+n+1], all or nothing, and returns their packed reply.
+local function call(base, n)
+  if n == 1 then
+    local k = KEYS[base + 1]
+    local state = redis.call('GET', k)
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, ARGV[base + 2])
+    if ok == nil then return pack('<d', -1) end
+    if not ok then return pack('<dddddddd', 0, 0, 0, rem, retry, reset, ttl, 0) end
+    local a = 1
+    if peek == false then a = 0 end
+    local ch = 0
+    if out ~= state then
+      ch = 1
+      if out == false or ttl <= 0 then
+        redis.call('DEL', k)
+      else
+        -- PX: ceil(ttl / 1e6) ms plus the margin
+        redis.call('SET', k, out, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
+      end
+    end
+    return pack('<dddddddd', 1, a, ch, rem, retry, reset, ttl, delay or 0)
+  end
+  local cur, last, changed = {}, {}, {}
+  local parts = {}
+  local allowed = true
+  for i = 1, n do
+    local k = KEYS[base + i]
+    local s = cur[k]
+    if s == nil then
+      s = redis.call('GET', k)
+      cur[k] = s
+    end
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[base + i + 1])
+    if ok == nil then return pack('<d', -1) end
+    local ch, a = 0, 0
+    if ok and peek ~= false then a = 1 end
+    if ok then
+      if out ~= s then ch = 1; changed[k] = true end
+      cur[k] = out
+    else
+      allowed = false
+    end
+    last[k] = ttl
+    parts[i] = pack('<ddddddd', a, ch, rem, retry, reset, ttl, delay or 0)
+  end
+  if not allowed then return pack('<d', 0) .. table.concat(parts) end
+  for k, _ in pairs(changed) do
+    local s = cur[k]
+    local ttl = last[k]
+    if s == false or ttl <= 0 then
       redis.call('DEL', k)
     else
-      -- PX: ceil(ttl / 1e6) ms plus the margin
-      redis.call('SET', k, out, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
+      redis.call('SET', k, s, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
     end
   end
-  return pack(R1, 1, a, ch, rem, retry, reset, ttl, delay or 0)
+  return pack('<d', 1) .. table.concat(parts)
 end
 
-local cur, last, changed = {}, {}, {}
-local parts = {}
-local allowed = true
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  local s = cur[k]
-  if s == nil then
-    s = redis.call('GET', k)
-    cur[k] = s
-  end
-  local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[i + 1])
-  if ok == nil then return pack('<d', -1) end
-  local ch, a = 0, 0
-  if ok and peek ~= false then a = 1 end
-  if ok then
-    if out ~= s then ch = 1; changed[k] = true end
-    cur[k] = out
-  else
-    allowed = false
-  end
-  last[k] = ttl
-  parts[i] = pack('<ddddddd', a, ch, rem, retry, reset, ttl, delay or 0)
+if #ARGV == #KEYS + 1 then return call(0, #KEYS) end
+-- A batch of independent calls (the store's coalescer): the last argument
+-- holds each call's number of checks as doubles; the calls apply in order,
+-- each all or nothing, and the reply is their replies one after another.
+local sizes = ARGV[#ARGV]
+local replies, base = {}, 0
+for c = 1, #sizes / 8 do
+  local n = unpack('<d', sizes, 8 * c - 7)
+  replies[c] = call(base, n)
+  base = base + n
 end
-if not allowed then return pack('<d', 0) .. table.concat(parts) end
-for k, _ in pairs(changed) do
-  local s = cur[k]
-  local ttl = last[k]
-  if s == false or ttl <= 0 then
-    redis.call('DEL', k)
-  else
-    redis.call('SET', k, s, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
-  end
-end
-return pack('<d', 1) .. table.concat(parts)
+return table.concat(replies)

@@ -1,0 +1,325 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// The coalescer sends concurrent native calls as one native.lua
+// invocation: a batch of independent calls, each all or nothing with its
+// own outcome, applied one after another by the script exactly as if sent
+// alone. Batching is natural: a call finding fewer than
+// maxBatchesInFlight batches of its route under way sends at once,
+// carrying every call queued before it; calls arriving while batches are
+// in flight queue up for the next one. There is no timer.
+//
+// A route is one server (a *redis.Client) or one Cluster slot, so a
+// batch's keys always share a slot. Ring and unidentified clients are not
+// coalesced.
+//
+// Failure semantics equal the plain path's: a call whose context ends
+// before its batch is sent is dropped (ErrUnavailable, nothing sent); one
+// whose context ends while its batch is in flight returns
+// ErrUnknownOutcome at once; a batch without a reply (a lost reply, a
+// timeout) gives every call in it ErrUnknownOutcome, and none is retried.
+
+const (
+	// maxBatchesInFlight is how many batches of one route may be under
+	// way at once: a few keep the server busy while the replies of one are
+	// handed out, and shorten the wait of a call that arrives while
+	// batches are in flight; each more costs one more script invocation.
+	maxBatchesInFlight = 4
+	// maxBatchChecks bounds the checks of one batch; calls beyond wait
+	// for the next.
+	maxBatchChecks = 256
+)
+
+// batcher queues the calls of one route.
+type batcher struct {
+	mu       sync.Mutex
+	queue    []*pendingCall
+	inFlight int
+}
+
+// States of a pendingCall.
+const (
+	callQueued int32 = iota
+	callSent
+	callDone
+	callAbandoned
+)
+
+// pendingCall is one native call waiting in a batcher. The sender writes
+// status, err and res, then moves state from callSent to callDone and
+// closes done; a caller whose context ends first moves it to
+// callAbandoned and never reads them.
+type pendingCall struct {
+	ctx    context.Context
+	keys   []string
+	args   []any
+	mask   uint
+	state  atomic.Int32
+	done   chan struct{}
+	status int64
+	err    error
+	res    []ratelimit.Outcome
+	one    [1]ratelimit.Outcome
+}
+
+// routes holds the batchers of a store: one for a single server, one per
+// slot on a Cluster, created on first use.
+type routes struct {
+	single batcher
+	slots  []atomic.Pointer[batcher]
+}
+
+// batcherFor returns the batcher of a call on keys, or nil when the
+// store does not coalesce (WithoutCoalescing, a Ring, an unidentified
+// client).
+func (s *Store) batcherFor(keys []string) *batcher {
+	if !s.cfg.coalesce {
+		return nil
+	}
+	switch s.kind {
+	case kindSingle:
+		return &s.routes.single
+	case kindCluster:
+		sl := &s.routes.slots[keySlot(keys[0])]
+		if b := sl.Load(); b != nil {
+			return b
+		}
+		sl.CompareAndSwap(nil, new(batcher))
+		return sl.Load()
+	}
+	return nil
+}
+
+// applyCoalesced runs a native call through b and decodes its outcome
+// into out, as applyNative does for a call of its own.
+// checkArgs are the calls' native.lua arguments, one per check. It
+// returns the call's status as runNative does.
+func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelimit.Check, keys []string, checkArgs []any, mask uint, out []ratelimit.Outcome) (int64, error) {
+	p := &pendingCall{ctx: ctx, keys: keys, mask: mask, done: make(chan struct{})}
+	p.args = append([]any(nil), checkArgs...)
+	p.res = p.one[:]
+	if len(checks) > 1 {
+		p.res = make([]ratelimit.Outcome, len(checks))
+	}
+	s.nativeCalls.Add(1)
+	b.mu.Lock()
+	b.queue = append(b.queue, p)
+	batch := b.takeLocked()
+	b.mu.Unlock()
+	if len(batch) == 1 && batch[0] == p {
+		// Alone: send on this goroutine with the caller's own context,
+		// as the plain path does.
+		s.sendBatch(ctx, b, batch)
+	} else if batch != nil {
+		go s.sendBatchDetached(b, batch)
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		switch {
+		case p.state.Load() == callQueued && b.dequeue(p):
+			return 0, fmt.Errorf("%w: redisstore: the context ended before the call was sent: %w", ratelimit.ErrUnavailable, ctx.Err())
+		case p.state.CompareAndSwap(callSent, callAbandoned):
+			return 0, fmt.Errorf("%w: redisstore: the context ended while the call's batch was in flight: %w", ratelimit.ErrUnknownOutcome, ctx.Err())
+		}
+		<-p.done
+	}
+	if p.err != nil {
+		return 0, p.err
+	}
+	copy(out, p.res)
+	return p.status, nil
+}
+
+// startAlone counts a call in flight and reports true when b has nothing
+// queued and room for one more batch: a batch of that call alone would
+// be sent at once, so the caller sends it directly and then calls
+// finishAlone.
+func (b *batcher) startAlone() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) > 0 || b.inFlight >= maxBatchesInFlight {
+		return false
+	}
+	b.inFlight++
+	return true
+}
+
+// finishAlone ends a call started by startAlone and sends the calls that
+// queued meanwhile.
+func (s *Store) finishAlone(b *batcher) {
+	b.mu.Lock()
+	b.inFlight--
+	next := b.takeLocked()
+	b.mu.Unlock()
+	if next != nil {
+		go s.sendBatchDetached(b, next)
+	}
+}
+
+// dequeue removes p from the queue if it is still there, under b.mu, and
+// reports whether it did.
+func (b *batcher) dequeue(p *pendingCall) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p.state.Load() != callQueued {
+		return false
+	}
+	for i, q := range b.queue {
+		if q == p {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			p.state.Store(callAbandoned)
+			return true
+		}
+	}
+	return false
+}
+
+// takeLocked returns the next batch when fewer than maxBatchesInFlight
+// are under way, counting it in flight, or nil. Calls whose context has
+// ended are dropped from the queue with ErrUnavailable: nothing of them
+// was sent.
+func (b *batcher) takeLocked() []*pendingCall {
+	if b.inFlight >= maxBatchesInFlight || len(b.queue) == 0 {
+		return nil
+	}
+	var batch []*pendingCall
+	n, checks := 0, 0
+	for ; n < len(b.queue); n++ {
+		p := b.queue[n]
+		if err := p.ctx.Err(); err != nil {
+			p.err = fmt.Errorf("%w: redisstore: the context ended before the call was sent: %w", ratelimit.ErrUnavailable, err)
+			p.state.Store(callDone)
+			close(p.done)
+			continue
+		}
+		if checks > 0 && checks+len(p.keys) > maxBatchChecks {
+			break
+		}
+		checks += len(p.keys)
+		p.state.Store(callSent)
+		batch = append(batch, p)
+	}
+	rest := copy(b.queue, b.queue[n:])
+	clear(b.queue[rest:])
+	b.queue = b.queue[:rest]
+	if len(batch) > 0 {
+		b.inFlight++
+	}
+	return batch
+}
+
+// sendBatchDetached sends batch with a context of its own, which ends at
+// the latest deadline of its calls (none when one has none: the client's
+// timeouts bound it): a call whose context ends sooner stops waiting, the
+// batch goes on for the others.
+func (s *Store) sendBatchDetached(b *batcher, batch []*pendingCall) {
+	var (
+		latest time.Time
+		bound  = true
+	)
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			bound = false
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	ctx := context.Background()
+	if bound {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	s.sendBatch(ctx, b, batch)
+}
+
+// sendBatch runs batch as one native.lua call, hands every call its
+// outcome, then starts the next batch of b if calls are waiting.
+func (s *Store) sendBatch(ctx context.Context, b *batcher, batch []*pendingCall) {
+	s.runBatch(ctx, batch)
+	for _, p := range batch {
+		if p.state.CompareAndSwap(callSent, callDone) {
+			close(p.done)
+		}
+	}
+	b.mu.Lock()
+	b.inFlight--
+	next := b.takeLocked()
+	b.mu.Unlock()
+	if next != nil {
+		go s.sendBatchDetached(b, next)
+	}
+}
+
+// runBatch sends batch and sets each call's status, outcomes or error.
+func (s *Store) runBatch(ctx context.Context, batch []*pendingCall) {
+	fail := func(err error) {
+		for _, p := range batch {
+			p.err = err
+		}
+	}
+	var mask uint
+	n := 0
+	for _, p := range batch {
+		mask |= p.mask
+		n += len(p.keys)
+	}
+	s.batches.Add(1)
+	s.batchedCalls.Add(int64(len(batch)))
+	head, ok := s.headArg(mask)
+	if !ok {
+		for _, p := range batch {
+			p.status = -1
+		}
+		return
+	}
+	keys := make([]string, 0, n)
+	args := make([]any, 1, n+2)
+	args[0] = head
+	for _, p := range batch {
+		keys = append(keys, p.keys...)
+		args = append(args, p.args...)
+	}
+	if len(batch) > 1 {
+		sizes := make([]byte, 0, 8*len(batch))
+		for _, p := range batch {
+			sizes = appendDoubles(sizes, int64(len(p.keys)))
+		}
+		args = append(args, string(sizes))
+	}
+	reply, err := s.run(ctx, nativeScript, keys, args)
+	if err != nil {
+		fail(err)
+		return
+	}
+	rep, ok := reply.(string)
+	if !ok {
+		fail(unexpected(reply))
+		return
+	}
+	for _, p := range batch {
+		status, size, err := decodeNative(rep, p.res)
+		if err != nil {
+			fail(unexpected(reply))
+			return
+		}
+		p.status = status
+		rep = rep[size:]
+	}
+	if len(rep) != 0 {
+		fail(unexpected(reply))
+	}
+}

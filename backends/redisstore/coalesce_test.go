@@ -1,0 +1,176 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithms/catalog"
+	"github.com/sluicehq/sluice/algorithms/gcra"
+	"github.com/sluicehq/sluice/backends/redisstore"
+	"github.com/sluicehq/sluice/core/ratelimit"
+)
+
+// TestCoalescedMatchesPlain runs 32 goroutines, each with its own keys,
+// algorithms and limits, through a coalescing store and a plain one
+// (WithoutCoalescing) at the same injected instants: every call, single
+// or composite, gets the same outcome from both, while the coalescing
+// store sends them in batches of several calls. The plain path is proven
+// against the Go algorithms by TestNativeMatchesGo and its siblings.
+func TestCoalescedMatchesPlain(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, srv.addr(), func(o *redis.Options) { o.PoolSize = 64 })
+	clock := &manualClock{ns: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC).UnixNano()}
+	newStore := func(opts ...redisstore.Option) *redisstore.Store {
+		st, err := redisstore.New(c, append(opts, redisstore.WithPrefix(randomPrefix(t)), redisstore.WithTestClock(clock), redisstore.WithTTLMargin(time.Hour))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	batched, plain := newStore(), newStore(redisstore.WithoutCoalescing())
+	algs := catalog.All()
+	const workers, phases, steps = 32, 6, 12
+	type plan struct {
+		checks []ratelimit.Check
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	plans := make([]plan, workers)
+	for w := range plans {
+		for i := range 1 + r.IntN(3) {
+			alg := algs[r.IntN(len(algs))]
+			plans[w].checks = append(plans[w].checks, ratelimit.Check{
+				Namespace: fmt.Sprintf("w%d", w), Key: fmt.Sprintf("k%d", i), Algorithm: alg, Limit: randomLimit(r, alg),
+			})
+		}
+	}
+	for phase := range phases {
+		var wg sync.WaitGroup
+		for w := range workers {
+			seed := r.Uint64()
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(seed, uint64(w)))
+				checks := append([]ratelimit.Check(nil), plans[w].checks...)
+				for step := range steps {
+					for i := range checks {
+						checks[i].Cost = r.Int64N(min(checks[i].Limit.Burst, 4) + 2)
+					}
+					got := make([]ratelimit.Outcome, len(checks))
+					want := make([]ratelimit.Outcome, len(checks))
+					okGot, errGot := batched.ApplyAll(t.Context(), checks, got)
+					okWant, errWant := plain.ApplyAll(t.Context(), checks, want)
+					if errGot != nil || errWant != nil {
+						t.Errorf("phase %d, worker %d, step %d: errors %v (coalesced) and %v (plain)", phase, w, step, errGot, errWant)
+						return
+					}
+					if okGot != okWant || fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Errorf("phase %d, worker %d, step %d, checks %+v:\ncoalesced %t %+v\nplain     %t %+v", phase, w, step, checks, okGot, got, okWant, want)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		clock.ns += r.Int64N(int64(time.Minute))
+	}
+	batches, calls := batched.BatchCounts()
+	if calls <= batches {
+		t.Fatalf("%d calls in %d batches: want batches of several calls", calls, batches)
+	}
+	t.Logf("%d of %d calls in %d batches, the others sent alone", calls, workers*phases*steps, batches)
+}
+
+// TestCoalescedLostReplyNoDoubleSpend queues 16 calls into one batch and
+// drops its reply: every call reports ErrUnknownOutcome and the server
+// shows each spent exactly once (the batch ran once, never resent).
+func TestCoalescedLostReplyNoDoubleSpend(t *testing.T) {
+	srv := startServer(t)
+	proxy := newDropProxy(t, srv.addr())
+	prefix := randomPrefix(t)
+	st, err := redisstore.New(newClient(t, proxy.addr()), redisstore.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := redisstore.New(newClient(t, srv.addr()), redisstore.WithPrefix(prefix), redisstore.WithoutCoalescing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(100), Cost: 1}
+	if _, err := st.Apply(t.Context(), check); err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+	const calls = 16
+	st.HoldBatches()
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() { _, errs[i] = st.Apply(t.Context(), check) })
+	}
+	waitFor(t, func() bool { return st.QueuedCalls() == calls })
+	proxy.armed.Store(true)
+	st.ReleaseBatches()
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, ratelimit.ErrUnknownOutcome) {
+			t.Errorf("call %d of the lost batch: %v, want ErrUnknownOutcome", i, err)
+		}
+	}
+	peek := check
+	peek.Cost = 0
+	o, err := direct.Apply(t.Context(), peek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spent := 100 - o.Remaining; spent != 1+calls {
+		t.Fatalf("server shows %d spends after the warm-up and one lost batch of %d calls, want %d", spent, calls, 1+calls)
+	}
+	if b, n := st.BatchCounts(); b != 1 || n != calls {
+		t.Fatalf("%d batches of %d calls, want one batch of %d (the warm-up went alone)", b, n, calls)
+	}
+}
+
+// TestCoalescedDropsEndedCalls: calls whose context ends while they wait
+// for a batch report ErrUnavailable and are never sent; calls queued with
+// them are sent and decided.
+func TestCoalescedDropsEndedCalls(t *testing.T) {
+	st, _, _ := newStore(t)
+	check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(100), Cost: 1}
+	st.HoldBatches()
+	const ended, live = 8, 4
+	errs := make([]error, ended+live)
+	var wg sync.WaitGroup
+	for i := range ended + live {
+		ctx := t.Context()
+		if i < ended {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
+			defer cancel()
+		}
+		wg.Go(func() { _, errs[i] = st.Apply(ctx, check) })
+	}
+	waitFor(t, func() bool { return st.QueuedCalls() == live })
+	st.ReleaseBatches()
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case i < ended && !errors.Is(err, ratelimit.ErrUnavailable):
+			t.Errorf("call %d, context ended in the queue: %v, want ErrUnavailable", i, err)
+		case i >= ended && err != nil:
+			t.Errorf("call %d: %v, want a decision", i, err)
+		}
+	}
+	peek := check
+	peek.Cost = 0
+	o, err := st.Apply(t.Context(), peek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spent := 100 - o.Remaining; spent != live {
+		t.Fatalf("server shows %d spends, want %d: a dropped call was sent", spent, live)
+	}
+}
