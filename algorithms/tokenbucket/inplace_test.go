@@ -38,7 +38,7 @@ func TestPrepareTakeMatchesDecide(t *testing.T) {
 			case 1:
 				state = []byte{tokenbucket.Tag, 1} // corrupt
 			default:
-				now += rng.Int64N(int64(l.Period)/int64(l.Count) + 2)
+				now += rng.Int64N(int64(l.Period)/l.Count + 2)
 			}
 			cost := []int64{0, 1, 1, 2, l.Burst, l.Burst + 1}[rng.IntN(6)]
 			want, wantState, wantErr := alg.Decide(state, now, l, cost, nil)
