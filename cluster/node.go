@@ -82,21 +82,23 @@ type Node struct {
 
 	lastInc atomic.Int64 // last record incarnation handed out
 
-	inbox    chan inboxItem
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	syncMu   sync.Mutex // serialises sync sends (ticker and Leave)
-	tickNo   atomic.Uint64
-	lastTick int64 // clock time of the previous tick; syncMu
-	sweepAt  int   // next shard to sweep; syncMu
+	inbox chan inboxItem
+	stop  chan struct{}
+	// failedNow wakes refusalLoop when a member fails.
+	failedNow chan struct{}
+	wg        sync.WaitGroup
+	syncMu    sync.Mutex // serialises sync sends (ticker and Leave)
+	tickNo    atomic.Uint64
+	lastTick  int64 // clock time of the previous tick; syncMu
+	sweepAt   int   // next shard to sweep; syncMu
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 
 	stats struct {
-		sentBytes, sentPackets, reliable, received, dropped, malformed, capped atomic.Uint64
-		maxGap                                                                 atomic.Int64
+		sentBytes, sentPackets, reliable, received, dropped, malformed, capped, reclaimed atomic.Uint64
+		maxGap                                                                            atomic.Int64
 	}
 	// recentGap is the longest recent gap between sync ticks (decaying by
 	// a tenth per tick), in wall nanoseconds; syncMu.
@@ -192,6 +194,8 @@ func New(cfg Config) (*Node, error) {
 		left:    map[string]int64{},
 		inbox:   make(chan inboxItem, inboxSize),
 		stop:    make(chan struct{}),
+
+		failedNow: make(chan struct{}, 1),
 	}
 	n.cfg.Seeds = slices.Clone(cfg.Seeds)
 	n.cfg.SecretKey = slices.Clone(cfg.SecretKey)
@@ -246,10 +250,11 @@ func New(cfg Config) (*Node, error) {
 	ln := ml.LocalNode()
 	n.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	n.lastTick = n.clock.Now()
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.mergeLoop()
 	go n.syncLoop()
 	go n.reconnectLoop()
+	go n.refusalLoop(mc.Transport)
 	if len(cfg.Seeds) > 0 {
 		if _, err := ml.Join(n.cfg.Seeds); err != nil {
 			_ = n.Close()
@@ -325,6 +330,10 @@ type Stats struct {
 	Received, Dropped, Malformed uint64
 	// Capped counts counter increases cut to the plausible maximum.
 	Capped uint64
+	// Reclaimed counts failed members whose share was reclaimed before
+	// FailedHold ran out because their gossip port refused a connection
+	// (their process is gone).
+	Reclaimed uint64
 	// MaxSyncGap is the longest wall time between two sync ticks: the
 	// real S in the bound when the machine is busy (a starved process
 	// sends late).
@@ -344,6 +353,7 @@ func (n *Node) Stats() Stats {
 		Dropped:     n.stats.dropped.Load(),
 		Malformed:   n.stats.malformed.Load(),
 		Capped:      n.stats.capped.Load(),
+		Reclaimed:   n.stats.reclaimed.Load(),
 		MaxSyncGap:  time.Duration(n.stats.maxGap.Load()),
 	}
 }

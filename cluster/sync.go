@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"errors"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -82,6 +85,10 @@ func (e *events) NotifyLeave(m *memberlist.Node) {
 		now := time.Now().UnixNano()
 		if n.cfg.FailedHold > 0 {
 			n.failed[m.Name] = now
+			select {
+			case n.failedNow <- struct{}{}:
+			default:
+			}
 		}
 		n.lost[m.Name] = lostMember{addr: m.Address(), since: now}
 	}
@@ -653,4 +660,82 @@ func (n *Node) reconnectLoop() {
 			}
 		}
 	}
+}
+
+const (
+	// refusalRecheck is how often a failed member still held in N_ref is
+	// dialled again (the first dial is at once), so that one whose host
+	// comes back without the process is reclaimed too.
+	refusalRecheck = time.Second
+	// refusalDialTimeout bounds one such dial: a refusal comes back in a
+	// round trip; a dial that times out tells nothing.
+	refusalDialTimeout = 500 * time.Millisecond
+)
+
+// refusalLoop reclaims the share of a failed member as soon as its gossip
+// port refuses a TCP connection. A refusal means its host is up and no
+// process listens there: it crashed, and admits nothing, so holding its
+// share in N_ref would only under-admit. A partition drops packets instead
+// (the dial times out or fails otherwise), and a stopped process's port
+// still accepts; both stay held for FailedHold. tr is memberlist's
+// transport when the Config set one, nil for its default (TCP).
+func (n *Node) refusalLoop(tr memberlist.Transport) {
+	defer n.wg.Done()
+	if n.cfg.FailedHold <= 0 {
+		return
+	}
+	dial := func(addr string) error {
+		var c net.Conn
+		var err error
+		if tr != nil {
+			c, err = tr.DialTimeout(addr, refusalDialTimeout)
+		} else {
+			c, err = net.DialTimeout("tcp", addr, refusalDialTimeout)
+		}
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}
+	t := time.NewTicker(refusalRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.failedNow:
+		case <-t.C:
+		}
+		for name, addr := range n.heldAddrs() {
+			select {
+			case <-n.stop:
+				return
+			default:
+			}
+			if err := dial(addr); !errors.Is(err, syscall.ECONNREFUSED) {
+				continue
+			}
+			n.memMu.Lock()
+			_, held := n.failed[name]
+			delete(n.failed, name)
+			n.memMu.Unlock()
+			if held {
+				n.stats.reclaimed.Add(1)
+				n.log.Info("cluster: failed member's port refuses connections; its share is reclaimed", "member", name, "addr", addr)
+			}
+		}
+	}
+}
+
+// heldAddrs returns the address of every failed member held in N_ref.
+func (n *Node) heldAddrs() map[string]string {
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	out := make(map[string]string, len(n.failed))
+	for name := range n.failed {
+		if l, ok := n.lost[name]; ok {
+			out[name] = l.addr
+		}
+	}
+	return out
 }
