@@ -271,9 +271,11 @@ func TestConfigValidation(t *testing.T) {
 
 // forget drops the node's record of a key, as the idle sweep does.
 func (n *Node) forget(ns, key string) {
-	sh := n.shard(ns, key)
+	sh, h := n.locate(ns, key)
 	sh.mu.Lock()
-	delete(sh.m, nsKey{ns, key})
+	if r := sh.get(h, ns, key); r != nil {
+		sh.remove(r)
+	}
 	sh.mu.Unlock()
 }
 
@@ -314,9 +316,9 @@ func TestForgottenKeyNotChargedTwice(t *testing.T) {
 	// Let the startup allowance lapse (it is timed by sync ticks).
 	waitFor(t, 3*time.Second, func() string {
 		for _, n := range nodes {
-			sh := n.shard(c.Namespace, c.Key)
+			sh, h := n.locate(c.Namespace, c.Key)
 			sh.mu.Lock()
-			young := sh.m[nsKey{c.Namespace, c.Key}].allowN > 1
+			young := sh.get(h, c.Namespace, c.Key).allowN > 1
 			sh.mu.Unlock()
 			if young {
 				return n.Name() + " still holds the key to its startup allowance"
