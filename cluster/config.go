@@ -80,9 +80,13 @@ type Config struct {
 	// without leaving) still counts in the reference size N_ref that
 	// scales refill during a partition. During that time the visible
 	// members refill at r·visible/N_ref, so a partition cannot multiply
-	// the limit; after it, the failed member's share is reclaimed. A crash
-	// therefore under-admits by up to r·FailedHold/N_ref. 0 reclaims at
-	// once (AP mode: each side of a partition admits the full limit).
+	// the limit; after it, the failed member's share is reclaimed. A member
+	// whose gossip port refuses connections (its process is gone, its host
+	// up) is reclaimed as soon as that is seen, within about a second of
+	// its detection; one that cannot be told from a partition (host down,
+	// process stopped) under-admits by up to r·FailedHold/N_ref. 0
+	// reclaims at once (AP mode: each side of a partition admits the full
+	// limit).
 	FailedHold time.Duration
 
 	// ReconnectInterval is how often the node tries to join members that

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -321,7 +323,8 @@ func standard(t *testing.T, c *driftCase, cl *testCluster, res *runResult, d tim
 
 // TestDrift runs every load pattern at 3 and 5 nodes and every fault
 // scenario at once (each on its own cluster), then checks each in a
-// subtest. T is 10 s, or 60 s with SLUICE_SOAK=1.
+// subtest. T is 10 s, or 60 s with SLUICE_SOAK=1; SLUICE_DRIFT=regexp runs
+// only the cases whose name/N=size matches.
 func TestDrift(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drift runs take T = 10 s; skipped in -short mode")
@@ -331,6 +334,7 @@ func TestDrift(t *testing.T) {
 	}
 	d := driftDuration()
 	var cases []*driftCase
+	cases = append(cases, crashCostCase())
 	for _, size := range []int{3, 5} {
 		cases = append(cases, faultCases(size)...)
 		for _, p := range []struct {
@@ -347,6 +351,15 @@ func TestDrift(t *testing.T) {
 		} {
 			cases = append(cases, &driftCase{name: p.name, size: size, load: p.load, cold: p.cold, alg: p.alg, check: standard})
 		}
+	}
+
+	if pat := os.Getenv("SLUICE_DRIFT"); pat != "" {
+		// Run only the matching cases (name/N=size), e.g. for one soak.
+		re, err := regexp.Compile(pat)
+		if err != nil {
+			t.Fatalf("SLUICE_DRIFT: %v", err)
+		}
+		cases = slices.DeleteFunc(cases, func(c *driftCase) bool { return !re.MatchString(fmt.Sprintf("%s/N=%d", c.name, c.size)) })
 	}
 
 	type outcome struct {

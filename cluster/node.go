@@ -82,21 +82,30 @@ type Node struct {
 
 	lastInc atomic.Int64 // last record incarnation handed out
 
-	inbox    chan inboxItem
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	syncMu   sync.Mutex // serialises sync sends (ticker and Leave)
-	tickNo   atomic.Uint64
-	lastTick int64 // clock time of the previous tick; syncMu
-	sweepAt  int   // next shard to sweep; syncMu
+	inbox chan inboxItem
+	stop  chan struct{}
+	// failedNow wakes refusalLoop when a member fails.
+	failedNow chan struct{}
+	wg        sync.WaitGroup
+	syncMu    sync.Mutex // serialises sync sends (ticker and Leave)
+	tickNo    atomic.Uint64
+	lastTick  int64 // clock time of the previous tick; syncMu
+	sweepAt   int   // next shard to sweep; syncMu
+	// out is a sync tick's storage, kept from tick to tick; syncMu.
+	out struct {
+		entries []wireEntry
+		comps   []wireComp
+		enc     *encoder
+		packets [][]byte
+	}
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 
 	stats struct {
-		sentBytes, sentPackets, reliable, received, dropped, malformed, capped atomic.Uint64
-		maxGap                                                                 atomic.Int64
+		sentBytes, sentPackets, reliable, received, dropped, malformed, capped, reclaimed atomic.Uint64
+		maxGap                                                                            atomic.Int64
 	}
 	// recentGap is the longest recent gap between sync ticks (decaying by
 	// a tenth per tick), in wall nanoseconds; syncMu.
@@ -118,8 +127,11 @@ type inboxItem struct {
 type nsKey struct{ ns, key string }
 
 type shard struct {
-	mu      sync.Mutex
-	m       map[nsKey]*record
+	mu sync.Mutex
+	// m holds the records by keyHash; records with the same hash are
+	// chained through record.next. The hash computed to pick the shard
+	// is the map key, so a lookup hashes the key's strings once.
+	m       map[uint64]*record
 	dirty   []*record // records whose own counter changed since the last sync
 	young   []*record // records under their startup allowance
 	scratch []byte
@@ -129,6 +141,8 @@ type shard struct {
 // record is a node's view of one key. Guarded by its shard's mutex.
 type record struct {
 	id      nsKey
+	hash    uint64              // keyHash(id)
+	next    *record             // the next record with the same hash
 	alg     ratelimit.Algorithm // nil until known (learned from a peer under an unknown name)
 	limit   ratelimit.Limit
 	state   []byte
@@ -192,6 +206,8 @@ func New(cfg Config) (*Node, error) {
 		left:    map[string]int64{},
 		inbox:   make(chan inboxItem, inboxSize),
 		stop:    make(chan struct{}),
+
+		failedNow: make(chan struct{}, 1),
 	}
 	n.cfg.Seeds = slices.Clone(cfg.Seeds)
 	n.cfg.SecretKey = slices.Clone(cfg.SecretKey)
@@ -203,7 +219,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.live.Store(1)
 	for i := range n.shards {
-		n.shards[i].m = make(map[nsKey]*record)
+		n.shards[i].m = make(map[uint64]*record)
 	}
 	for _, a := range append(catalog.All(), cfg.Algorithms...) {
 		if _, ok := a.(ratelimit.Charger); ok {
@@ -246,10 +262,11 @@ func New(cfg Config) (*Node, error) {
 	ln := ml.LocalNode()
 	n.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	n.lastTick = n.clock.Now()
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.mergeLoop()
 	go n.syncLoop()
 	go n.reconnectLoop()
+	go n.refusalLoop(mc.Transport)
 	if len(cfg.Seeds) > 0 {
 		if _, err := ml.Join(n.cfg.Seeds); err != nil {
 			_ = n.Close()
@@ -325,6 +342,10 @@ type Stats struct {
 	Received, Dropped, Malformed uint64
 	// Capped counts counter increases cut to the plausible maximum.
 	Capped uint64
+	// Reclaimed counts failed members whose share was reclaimed before
+	// FailedHold ran out because their gossip port refused a connection
+	// (their process is gone).
+	Reclaimed uint64
 	// MaxSyncGap is the longest wall time between two sync ticks: the
 	// real S in the bound when the machine is busy (a starved process
 	// sends late).
@@ -344,19 +365,78 @@ func (n *Node) Stats() Stats {
 		Dropped:     n.stats.dropped.Load(),
 		Malformed:   n.stats.malformed.Load(),
 		Capped:      n.stats.capped.Load(),
+		Reclaimed:   n.stats.reclaimed.Load(),
 		MaxSyncGap:  time.Duration(n.stats.maxGap.Load()),
 	}
 }
 
-func (n *Node) shard(ns, key string) *shard {
-	var h maphash.Hash
-	h.SetSeed(n.seed)
-	h.WriteString(key)
+// keyHash hashes a namespace and key: its low bits pick the shard and
+// the whole is the key of the shard's map.
+func (n *Node) keyHash(ns, key string) uint64 {
+	h := maphash.String(n.seed, key)
 	if ns != "" {
-		h.WriteByte(0)
-		h.WriteString(ns)
+		h ^= maphash.String(n.seed, ns) * 0x9e3779b97f4a7c15
 	}
-	return &n.shards[h.Sum64()&(shardCount-1)]
+	return h
+}
+
+// locate returns the shard of ns/key and the key's hash.
+func (n *Node) locate(ns, key string) (*shard, uint64) {
+	h := n.keyHash(ns, key)
+	return &n.shards[h&(shardCount-1)], h
+}
+
+// shardOf returns the shard rec lives in.
+func (n *Node) shardOf(rec *record) *shard { return &n.shards[rec.hash&(shardCount-1)] }
+
+// get returns the record of ns/key, whose hash is h, or nil. The caller
+// holds sh.mu.
+func (sh *shard) get(h uint64, ns, key string) *record {
+	for r := sh.m[h]; r != nil; r = r.next {
+		if r.id.key == key && r.id.ns == ns {
+			return r
+		}
+	}
+	return nil
+}
+
+// put adds rec, which must not be in the shard yet. The caller holds
+// sh.mu.
+func (sh *shard) put(rec *record) {
+	rec.next = sh.m[rec.hash]
+	sh.m[rec.hash] = rec
+}
+
+// remove takes rec out of the shard, if it is there. The caller holds
+// sh.mu.
+func (sh *shard) remove(rec *record) {
+	head := sh.m[rec.hash]
+	switch {
+	case head == rec && rec.next == nil:
+		delete(sh.m, rec.hash)
+	case head == rec:
+		sh.m[rec.hash] = rec.next
+	default:
+		for p := head; p != nil; p = p.next {
+			if p.next == rec {
+				p.next = rec.next
+				break
+			}
+		}
+	}
+	rec.next = nil
+}
+
+// each calls f with every record of the shard; f may remove the record it
+// is given. The caller holds sh.mu.
+func (sh *shard) each(f func(*record)) {
+	for _, head := range sh.m {
+		for r := head; r != nil; {
+			next := r.next
+			f(r)
+			r = next
+		}
+	}
 }
 
 func (n *Node) begin(ctx context.Context) error {
@@ -391,10 +471,10 @@ func (n *Node) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome,
 	if err := supported(&c); err != nil {
 		return ratelimit.Outcome{}, err
 	}
-	sh := n.shard(c.Namespace, c.Key)
+	sh, h := n.locate(c.Namespace, c.Key)
 	sh.mu.Lock()
 	now := n.clock.Now()
-	rec := sh.m[nsKey{c.Namespace, c.Key}]
+	rec := sh.get(h, c.Namespace, c.Key)
 	if rec == nil && c.Cost == 0 && c.Op == ratelimit.OpTake {
 		// A peek at a key without state creates nothing.
 		o, out, err := ratelimit.Evaluate(c.Algorithm, c.Op, nil, now, c.Limit, 0, 0, sh.scratch[:0])
@@ -403,8 +483,8 @@ func (n *Node) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome,
 		return o, wrapKey(c.Key, err)
 	}
 	if rec == nil {
-		rec = n.newLocalRecord(sh, c.Namespace, c.Key, now)
-		sh.m[rec.id] = rec
+		rec = n.newLocalRecord(sh, h, c.Namespace, c.Key, now)
+		sh.put(rec)
 	} else if rec.expires <= now && c.Cost > 0 {
 		n.rearm(sh, rec, now)
 	}
@@ -433,9 +513,10 @@ func wrapKey(key string, err error) error {
 // of. Its bucket starts full (it is the node's view of the global bucket)
 // and the startup allowance keeps the node to its share until the peers'
 // consumption has had time to arrive.
-func (n *Node) newLocalRecord(sh *shard, ns, key string, now int64) *record {
+func (n *Node) newLocalRecord(sh *shard, h uint64, ns, key string, now int64) *record {
 	rec := &record{
 		id:        nsKey{ns, key},
+		hash:      h,
 		created:   now,
 		allowN:    n.live.Load(),
 		youngTick: n.tickNo.Load(),
@@ -513,7 +594,7 @@ func (n *Node) adopt(rec *record, c *ratelimit.Check, now int64) {
 			rec.created, rec.allowN, rec.taken = now, n.live.Load(), 0
 			rec.youngTick, rec.youngWall = n.tickNo.Load(), time.Now().UnixNano()
 			if rec.allowN > 1 {
-				sh := n.shard(rec.id.ns, rec.id.key)
+				sh := n.shardOf(rec)
 				sh.young = append(sh.young, rec)
 			}
 		}
@@ -627,6 +708,7 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 		return false, fmt.Errorf("%w: %d outcomes for %d checks", ratelimit.ErrInvalidOption, len(out), len(checks))
 	}
 	shards := make([]*shard, len(checks))
+	hashes := make([]uint64, len(checks))
 	for i := range checks {
 		if err := checks[i].Validate(); err != nil {
 			return false, fmt.Errorf("check %d: %w", i, err)
@@ -634,7 +716,7 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 		if err := supported(&checks[i]); err != nil {
 			return false, fmt.Errorf("check %d: %w", i, err)
 		}
-		shards[i] = n.shard(checks[i].Namespace, checks[i].Key)
+		shards[i], hashes[i] = n.locate(checks[i].Namespace, checks[i].Key)
 	}
 	locks := make([]*sync.Mutex, len(shards))
 	for i, sh := range shards {
@@ -649,11 +731,10 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 	var created []*record
 	for i := range checks {
 		c := &checks[i]
-		id := nsKey{c.Namespace, c.Key}
-		rec := shards[i].m[id]
+		rec := shards[i].get(hashes[i], c.Namespace, c.Key)
 		if rec == nil {
-			rec = &record{id: id, created: now, allowN: n.live.Load(), comps: map[string]*comp{}}
-			shards[i].m[id] = rec
+			rec = &record{id: nsKey{c.Namespace, c.Key}, hash: hashes[i], created: now, allowN: n.live.Load(), comps: map[string]*comp{}}
+			shards[i].put(rec)
 			created = append(created, rec)
 		} else if rec.expires <= now && c.Cost > 0 {
 			n.rearm(shards[i], rec, now)
@@ -678,7 +759,7 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 		// the allowance runs out instead of restarting at every retry.
 		for _, r := range created {
 			if r.allowN > 1 {
-				sh := n.shard(r.id.ns, r.id.key)
+				sh := n.shardOf(r)
 				r.youngTick, r.youngWall = n.tickNo.Load(), time.Now().UnixNano()
 				sh.young = append(sh.young, r)
 			} else {
@@ -708,10 +789,7 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 // holds their shards' locks.
 func (n *Node) dropCreated(created []*record) {
 	for _, r := range created {
-		sh := n.shard(r.id.ns, r.id.key)
-		if sh.m[r.id] == r {
-			delete(sh.m, r.id)
-		}
+		n.shardOf(r).remove(r)
 	}
 }
 
@@ -742,9 +820,9 @@ func (n *Node) Reset(ctx context.Context, namespace, key string) error {
 }
 
 func (n *Node) resetLocal(ns, key string) {
-	sh := n.shard(ns, key)
+	sh, h := n.locate(ns, key)
 	sh.mu.Lock()
-	if rec := sh.m[nsKey{ns, key}]; rec != nil {
+	if rec := sh.get(h, ns, key); rec != nil {
 		rec.state, rec.expires, rec.allowN, rec.taken, rec.phantom = rec.state[:0], 0, 0, 0, 0
 	}
 	sh.mu.Unlock()
@@ -847,9 +925,9 @@ func (n *Node) counters(ns string) map[string]map[string]uint64 {
 	for i := range n.shards {
 		sh := &n.shards[i]
 		sh.mu.Lock()
-		for id, r := range sh.m {
-			if id.ns != ns {
-				continue
+		sh.each(func(r *record) {
+			if r.id.ns != ns {
+				return
 			}
 			m := map[string]uint64{}
 			if r.inc != 0 {
@@ -858,8 +936,8 @@ func (n *Node) counters(ns string) map[string]map[string]uint64 {
 			for o, c := range r.comps {
 				m[o] = c.count
 			}
-			out[id.key] = m
-		}
+			out[r.id.key] = m
+		})
 		sh.mu.Unlock()
 	}
 	return out

@@ -165,7 +165,7 @@ func TestImplausibleJumpCapped(t *testing.T) {
 	enc := newEncoder(kindSync, 1<<20)
 	enc.add(&wireEntry{rule: wireRule{ns: "j", alg: "tokenbucket", limit: lim}, key: c.Key,
 		comps: []wireComp{{origin: "evil", inc: 1, count: 1 << 40}}})
-	n.handle(enc.finish())
+	n.handle(&message{}, enc.finish())
 	if got := n.Stats().Capped; got != 1 {
 		t.Fatalf("capped %d, want 1", got)
 	}

@@ -1,6 +1,10 @@
 package cluster
 
 import (
+	"errors"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -82,6 +86,10 @@ func (e *events) NotifyLeave(m *memberlist.Node) {
 		now := time.Now().UnixNano()
 		if n.cfg.FailedHold > 0 {
 			n.failed[m.Name] = now
+			select {
+			case n.failedNow <- struct{}{}:
+			default:
+			}
 		}
 		n.lost[m.Name] = lostMember{addr: m.Address(), since: now}
 	}
@@ -141,7 +149,7 @@ func (n *Node) syncOnce() {
 		share = float64(ref-live) / float64(ref)
 		failed = n.failedNames()
 	}
-	var entries []wireEntry
+	entries, comps := n.out.entries[:0], n.out.comps[:0]
 	// An idle record is forgotten only once every peer's view of it has
 	// surely refilled too, so that none of them still counts on an
 	// incarnation from before the refill (see newEpoch).
@@ -151,6 +159,7 @@ func (n *Node) syncOnce() {
 	for i := range n.shards {
 		sh := &n.shards[i]
 		sh.mu.Lock()
+		locked := max(now, n.clock.Now())
 		kept := sh.young[:0]
 		for _, r := range sh.young {
 			if r.allowN > 1 && (tick < r.youngTick+allowanceTicks+1 || wall.UnixNano()-r.youngWall < hold) {
@@ -163,7 +172,9 @@ func (n *Node) syncOnce() {
 		sh.young = kept
 		for _, r := range sh.dirty {
 			r.dirty = false
-			if en, ok := n.entryOf(r, now, sh); ok {
+			var en wireEntry
+			var ok bool
+			if en, comps, ok = n.entryOf(r, locked, sh, comps); ok {
 				entries = append(entries, en)
 				r.sentOwn, r.sentRefunded = r.own, r.refunded
 			}
@@ -171,20 +182,24 @@ func (n *Node) syncOnce() {
 		clear(sh.dirty)
 		sh.dirty = sh.dirty[:0]
 		if share > 0 || i == sweep {
-			for id, r := range sh.m {
+			sh.each(func(r *record) {
 				if share > 0 && r.alg != nil && r.expires > now {
 					n.partitionCharge(sh, r, now, elapsed, share, failed)
 				}
 				if i == sweep && satAdd(r.expires, grace) <= now && !r.dirty && r.allowN <= 1 {
-					delete(sh.m, id)
+					sh.remove(r)
 				}
-			}
+			})
 		}
 		sh.mu.Unlock()
 	}
 	if len(entries) > 0 {
 		n.send(entries)
 	}
+	// Keep the storage for the next tick, without the references.
+	clear(entries)
+	clear(comps)
+	n.out.entries, n.out.comps = entries[:0], comps[:0]
 }
 
 // partitionCharge charges rec with the refill the invisible members would
@@ -214,14 +229,14 @@ func (n *Node) partitionCharge(sh *shard, r *record, now, elapsed int64, share f
 	}
 }
 
-// entryOf snapshots rec's counters for the wire. The caller holds sh.mu.
-func (n *Node) entryOf(r *record, now int64, sh *shard) (wireEntry, bool) {
+// entryOf snapshots rec's counters for the wire, appending its
+// components to comps (returned, grown). The caller holds sh.mu and read
+// now after taking it: a take between an earlier reading and the lock
+// would be later than now, and a level read before it would be short.
+func (n *Node) entryOf(r *record, now int64, sh *shard, comps []wireComp) (wireEntry, []wireComp, bool) {
 	if r.alg == nil {
-		return wireEntry{}, false
+		return wireEntry{}, comps, false
 	}
-	// The tick's now was read before this shard's lock: a take in
-	// between is later, and a level read before it would be short.
-	now = max(now, n.clock.Now())
 	peek, out, err := ratelimit.Evaluate(r.alg, ratelimit.OpTake, r.live(now), now, r.limit, 0, 0, sh.scratch[:0])
 	sh.scratch = out[:0]
 	if err != nil {
@@ -231,20 +246,24 @@ func (n *Node) entryOf(r *record, now int64, sh *shard) (wireEntry, bool) {
 		rule:      wireRule{ns: r.id.ns, alg: r.alg.Name(), limit: r.limit},
 		key:       r.id.key,
 		remaining: peek.Remaining,
-		comps:     make([]wireComp, 0, 1+len(r.comps)),
 	}
+	first := len(comps)
 	if r.inc != 0 {
-		en.comps = append(en.comps, wireComp{origin: n.name, inc: r.inc, count: r.own, refunded: r.refunded})
+		comps = append(comps, wireComp{origin: n.name, inc: r.inc, count: r.own, refunded: r.refunded})
 	}
 	for o, c := range r.comps {
 		// A component unchanged since the view refilled while idle (the
 		// record's epoch, see newEpoch) counts consumption that no
 		// longer matters; a peer that forgot the key would charge it.
 		if c.inc != 0 && c.at >= r.created {
-			en.comps = append(en.comps, wireComp{origin: o, inc: c.inc, count: c.count, refunded: c.refunded})
+			comps = append(comps, wireComp{origin: o, inc: c.inc, count: c.count, refunded: c.refunded})
 		}
 	}
-	return en, true
+	// Earlier entries keep the array they were appended to when comps
+	// grows; the full slice expression keeps later appends out of this
+	// entry's.
+	en.comps = comps[first:len(comps):len(comps)]
+	return en, comps, true
 }
 
 // send delivers entries to every other live member: UDP packets that fit
@@ -255,16 +274,32 @@ func (n *Node) send(entries []wireEntry) {
 		return
 	}
 	udp := n.udpLimit()
+	if n.out.enc == nil {
+		n.out.enc = newEncoder(kindSync, 0)
+	}
+	enc := n.out.enc
+	// memberlist copies what it sends, so the packets' buffers are
+	// reused from tick to tick.
 	pack := func(limit int) [][]byte {
-		enc := newEncoder(kindSync, limit)
-		var out [][]byte
+		enc.limit = limit
+		out := n.out.packets[:0]
+		next := func() {
+			if len(out) < cap(out) {
+				out = out[:len(out)+1]
+			} else {
+				out = append(out, nil)
+			}
+			out[len(out)-1] = enc.finishTo(out[len(out)-1][:0])
+		}
 		for i := range entries {
 			if !enc.add(&entries[i]) {
-				out = append(out, enc.finish())
+				next()
 				enc.add(&entries[i])
 			}
 		}
-		return append(out, enc.finish())
+		next()
+		n.out.packets = out
+		return out
 	}
 	// An entry takes at least minEntryBytes, so a batch that certainly
 	// needs more than maxPacketsPerPeer packets goes to TCP without being
@@ -310,20 +345,26 @@ func (n *Node) udpLimit() int {
 // push/pull. Records beyond MaxMessageBytes are left out (and sent by
 // later syncs or exchanges).
 func (n *Node) encodeState() []byte {
-	now := n.clock.Now()
 	enc := newEncoder(kindState, n.cfg.MaxMessageBytes)
 	full := false
+	var comps []wireComp
 	for i := range n.shards {
 		sh := &n.shards[i]
 		sh.mu.Lock()
-		for _, r := range sh.m {
-			if r.expires <= now && !r.dirty {
-				continue // idle and full everywhere: nothing to tell
-			}
-			en, ok := n.entryOf(r, now, sh)
-			if ok && !enc.add(&en) {
-				full = true
-				break
+		now := n.clock.Now()
+	records:
+		for _, head := range sh.m {
+			for r := head; r != nil; r = r.next {
+				if r.expires <= now && !r.dirty {
+					continue // idle and full everywhere: nothing to tell
+				}
+				var en wireEntry
+				var ok bool
+				en, comps, ok = n.entryOf(r, now, sh, comps[:0])
+				if ok && !enc.add(&en) {
+					full = true
+					break records
+				}
 			}
 		}
 		sh.mu.Unlock()
@@ -337,6 +378,7 @@ func (n *Node) encodeState() []byte {
 
 func (n *Node) mergeLoop() {
 	defer n.wg.Done()
+	var m message // decoded into again for every message
 	for {
 		select {
 		case <-n.stop:
@@ -346,14 +388,16 @@ func (n *Node) mergeLoop() {
 				close(it.done)
 				continue
 			}
-			n.handle(it.b)
+			n.handle(&m, it.b)
 		}
 	}
 }
 
-// handle decodes and merges one message; malformed ones are dropped.
-func (n *Node) handle(b []byte) {
-	m, err := decodeMessage(b, n.cfg.MaxMessageBytes)
+// handle decodes b into m and merges it; malformed messages are dropped.
+// b must not change until handle returns (m's keys alias it).
+func (n *Node) handle(m *message, b []byte) {
+	err := m.decode(b, n.cfg.MaxMessageBytes)
+	defer m.release()
 	if err != nil {
 		if n.stats.malformed.Add(1) <= 10 {
 			n.log.Warn("cluster: dropped gossip message", "err", err, "bytes", len(b))
@@ -378,22 +422,30 @@ func (n *Node) handle(b []byte) {
 		n.memMu.Unlock()
 		return
 	}
+	// The clock is read once per run of entries, not per entry (it costs
+	// as much as a merge on some virtual machines): a charge at an
+	// instant a few microseconds old is a charge at the state's own
+	// instant (algorithms never go back in time), and the record's
+	// expiry moves earlier by as much.
+	const entriesPerClockRead = 64
+	var now int64
 	for i := range m.entries {
-		n.merge(&m.entries[i])
+		if i%entriesPerClockRead == 0 {
+			now = n.clock.Now()
+		}
+		n.merge(&m.entries[i], now)
 	}
 }
 
 // merge max-merges one key's counters from a peer and charges the
 // increase to this node's copy of the key.
-func (n *Node) merge(en *wireEntry) {
-	now := n.clock.Now()
-	sh := n.shard(en.rule.ns, en.key)
+func (n *Node) merge(en *wireEntry, now int64) {
+	sh, h := n.locate(en.rule.ns, en.key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	id := nsKey{en.rule.ns, en.key}
-	rec := sh.m[id]
+	rec := sh.get(h, en.rule.ns, en.key)
 	if rec == nil {
-		n.adoptRemote(sh, id, en, now)
+		n.adoptRemote(sh, h, en, now)
 		return
 	}
 	if rec.alg == nil {
@@ -531,9 +583,10 @@ func (n *Node) plausible(l ratelimit.Limit, elapsed int64) int64 {
 // adoptRemote creates the record of a key first heard of from a peer: the
 // peer's counters become the baseline and the bucket starts at the level
 // the peer reported, so consumption is never charged twice.
-func (n *Node) adoptRemote(sh *shard, id nsKey, en *wireEntry, now int64) {
+func (n *Node) adoptRemote(sh *shard, h uint64, en *wireEntry, now int64) {
 	rec := &record{
-		id:      id,
+		id:      nsKey{en.rule.ns, strings.Clone(en.key)}, // en.key aliases the message
+		hash:    h,
 		alg:     n.lookupAlg(en.rule.alg),
 		limit:   en.rule.limit,
 		created: now,
@@ -569,7 +622,7 @@ func (n *Node) adoptRemote(sh *shard, id nsKey, en *wireEntry, now int64) {
 		// Full at the sender: the key is idle, and the first local take
 		// gets the startup allowance (see rearm).
 	}
-	sh.m[id] = rec
+	sh.put(rec)
 }
 
 // charge records amount units consumed elsewhere on rec. The caller holds
@@ -653,4 +706,82 @@ func (n *Node) reconnectLoop() {
 			}
 		}
 	}
+}
+
+const (
+	// refusalRecheck is how often a failed member still held in N_ref is
+	// dialled again (the first dial is at once), so that one whose host
+	// comes back without the process is reclaimed too.
+	refusalRecheck = time.Second
+	// refusalDialTimeout bounds one such dial: a refusal comes back in a
+	// round trip; a dial that times out tells nothing.
+	refusalDialTimeout = 500 * time.Millisecond
+)
+
+// refusalLoop reclaims the share of a failed member as soon as its gossip
+// port refuses a TCP connection. A refusal means its host is up and no
+// process listens there: it crashed, and admits nothing, so holding its
+// share in N_ref would only under-admit. A partition drops packets instead
+// (the dial times out or fails otherwise), and a stopped process's port
+// still accepts; both stay held for FailedHold. tr is memberlist's
+// transport when the Config set one, nil for its default (TCP).
+func (n *Node) refusalLoop(tr memberlist.Transport) {
+	defer n.wg.Done()
+	if n.cfg.FailedHold <= 0 {
+		return
+	}
+	dial := func(addr string) error {
+		var c net.Conn
+		var err error
+		if tr != nil {
+			c, err = tr.DialTimeout(addr, refusalDialTimeout)
+		} else {
+			c, err = net.DialTimeout("tcp", addr, refusalDialTimeout)
+		}
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}
+	t := time.NewTicker(refusalRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.failedNow:
+		case <-t.C:
+		}
+		for name, addr := range n.heldAddrs() {
+			select {
+			case <-n.stop:
+				return
+			default:
+			}
+			if err := dial(addr); !errors.Is(err, syscall.ECONNREFUSED) {
+				continue
+			}
+			n.memMu.Lock()
+			_, held := n.failed[name]
+			delete(n.failed, name)
+			n.memMu.Unlock()
+			if held {
+				n.stats.reclaimed.Add(1)
+				n.log.Info("cluster: failed member's port refuses connections; its share is reclaimed", "member", name, "addr", addr)
+			}
+		}
+	}
+}
+
+// heldAddrs returns the address of every failed member held in N_ref.
+func (n *Node) heldAddrs() map[string]string {
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	out := make(map[string]string, len(n.failed))
+	for name := range n.failed {
+		if l, ok := n.lost[name]; ok {
+			out[name] = l.addr
+		}
+	}
+	return out
 }

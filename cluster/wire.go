@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
@@ -72,13 +74,16 @@ type wireEntry struct {
 	comps     []wireComp
 }
 
-// message is a decoded gossip message.
+// message is a decoded gossip message. One message may be decoded into
+// again and again (see decode), reusing its storage.
 type message struct {
 	kind    byte
 	entries []wireEntry
 	// ns and key of a kindReset message; ns is the node name of a
 	// kindLeave message.
 	ns, key string
+
+	comps []wireComp // backing store of every entry's comps
 }
 
 // encoder packs entries into messages of at most limit bytes.
@@ -92,6 +97,13 @@ type encoder struct {
 	tableBytes int // encoded size of both tables' items
 	body       []byte
 	n          int
+	// The table indices of the last rule and origin looked up: entries
+	// in a row mostly share them, and comparing equal strings that share
+	// their bytes is cheaper than hashing them.
+	lastRule             wireRule
+	lastOrigin           string
+	lastRuleI, lastOrgI  uint64
+	haveRule, haveOrigin bool
 }
 
 func newEncoder(kind byte, limit int) *encoder {
@@ -123,12 +135,17 @@ func ruleSize(r wireRule) int {
 // oversized one travels alone.
 func (e *encoder) add(en *wireEntry) bool {
 	mark, no, nr, tb := len(e.body), len(e.originList), len(e.ruleList), e.tableBytes
-	ri, ok := e.rules[en.rule]
-	if !ok {
-		ri = uint64(len(e.ruleList))
-		e.rules[en.rule] = ri
-		e.ruleList = append(e.ruleList, en.rule)
-		e.tableBytes += ruleSize(en.rule)
+	ri := e.lastRuleI
+	if !e.haveRule || en.rule != e.lastRule {
+		var ok bool
+		ri, ok = e.rules[en.rule]
+		if !ok {
+			ri = uint64(len(e.ruleList))
+			e.rules[en.rule] = ri
+			e.ruleList = append(e.ruleList, en.rule)
+			e.tableBytes += ruleSize(en.rule)
+		}
+		e.lastRule, e.lastRuleI, e.haveRule = en.rule, ri, true
 	}
 	e.body = binary.AppendUvarint(e.body, ri)
 	e.body = binary.AppendUvarint(e.body, uint64(len(en.key)))
@@ -136,12 +153,17 @@ func (e *encoder) add(en *wireEntry) bool {
 	e.body = binary.AppendUvarint(e.body, uint64(max(en.remaining, 0)))
 	e.body = binary.AppendUvarint(e.body, uint64(len(en.comps)))
 	for _, c := range en.comps {
-		oi, ok := e.origins[c.origin]
-		if !ok {
-			oi = uint64(len(e.originList))
-			e.origins[c.origin] = oi
-			e.originList = append(e.originList, c.origin)
-			e.tableBytes += uvarintLen(uint64(len(c.origin))) + len(c.origin)
+		oi := e.lastOrgI
+		if !e.haveOrigin || c.origin != e.lastOrigin {
+			var ok bool
+			oi, ok = e.origins[c.origin]
+			if !ok {
+				oi = uint64(len(e.originList))
+				e.origins[c.origin] = oi
+				e.originList = append(e.originList, c.origin)
+				e.tableBytes += uvarintLen(uint64(len(c.origin))) + len(c.origin)
+			}
+			e.lastOrigin, e.lastOrgI, e.haveOrigin = c.origin, oi, true
 		}
 		e.body = binary.AppendUvarint(e.body, oi)
 		e.body = binary.AppendUvarint(e.body, c.inc)
@@ -157,6 +179,7 @@ func (e *encoder) add(en *wireEntry) bool {
 			delete(e.rules, r)
 		}
 		e.originList, e.ruleList, e.tableBytes = e.originList[:no], e.ruleList[:nr], tb
+		e.haveRule, e.haveOrigin = false, false
 		return false
 	}
 	e.n++
@@ -164,8 +187,10 @@ func (e *encoder) add(en *wireEntry) bool {
 }
 
 // finish returns the encoded message and resets e for the next one.
-func (e *encoder) finish() []byte {
-	out := make([]byte, 0, e.size())
+func (e *encoder) finish() []byte { return e.finishTo(make([]byte, 0, e.size())) }
+
+// finishTo is finish appending the message to out.
+func (e *encoder) finishTo(out []byte) []byte {
 	out = append(out, wireVersion, e.kind)
 	out = binary.AppendUvarint(out, uint64(len(e.originList)))
 	for _, o := range e.originList {
@@ -184,6 +209,7 @@ func (e *encoder) finish() []byte {
 	clear(e.origins)
 	clear(e.rules)
 	e.originList, e.ruleList, e.tableBytes, e.body, e.n = e.originList[:0], e.ruleList[:0], 0, e.body[:0], 0
+	e.haveRule, e.haveOrigin = false, false
 	return out
 }
 
@@ -216,25 +242,35 @@ func (d *decoder) fail(format string, args ...any) {
 	}
 }
 
-func (d *decoder) uvarint(what string, max uint64) uint64 {
+func (d *decoder) uvarint(what string, max uint64) uint64 { return d.number(what, "", max) }
+
+// number reads a uvarint of at most max; what and suffix name it in the
+// error (joined only then: the decoder allocates nothing per entry).
+func (d *decoder) number(what, suffix string, max uint64) uint64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
-		d.fail("bad %s", what)
+		d.fail("bad %s%s", what, suffix)
 		return 0
 	}
 	d.b = d.b[n:]
 	if v > max {
-		d.fail("%s %d over %d", what, v, max)
+		d.fail("%s%s %d over %d", what, suffix, v, max)
 		return 0
 	}
 	return v
 }
 
 func (d *decoder) str(what string, min, max int) string {
-	n := d.uvarint(what+" length", uint64(max))
+	return strings.Clone(d.alias(what, min, max))
+}
+
+// alias reads a string of min..max bytes without copying it: the result
+// shares the message's bytes. str copies.
+func (d *decoder) alias(what string, min, max int) string {
+	n := d.number(what, " length", uint64(max))
 	if d.err != nil {
 		return ""
 	}
@@ -246,24 +282,38 @@ func (d *decoder) str(what string, min, max int) string {
 		d.fail("%s truncated", what)
 		return ""
 	}
-	s := string(d.b[:n])
+	s := unsafe.String(unsafe.SliceData(d.b), int(n))
 	d.b = d.b[n:]
 	return s
 }
 
-// decodeMessage parses b (at most maxBytes long). It never panics; any
-// truncated, oversized or inconsistent input is an error wrapping
-// errBadMessage.
+// decodeMessage parses b (at most maxBytes long) into a new message. It
+// never panics; any truncated, oversized or inconsistent input is an error
+// wrapping errBadMessage. The entries' keys alias b (see decode).
 func decodeMessage(b []byte, maxBytes int) (message, error) {
 	var m message
+	if err := m.decode(b, maxBytes); err != nil {
+		return message{}, err
+	}
+	return m, nil
+}
+
+// decode parses b into m, reusing m's entries and comps, so that the merge
+// goroutine decodes without allocating per entry. Every entry's key
+// aliases b, which must not change while m is in use (the merge
+// goroutine's copies never do); a key kept beyond that must be cloned.
+// On error m holds nothing usable.
+func (m *message) decode(b []byte, maxBytes int) error {
+	m.kind, m.ns, m.key = 0, "", ""
+	m.release()
 	if len(b) > maxBytes {
-		return m, fmt.Errorf("%w: %d bytes over %d", errBadMessage, len(b), maxBytes)
+		return fmt.Errorf("%w: %d bytes over %d", errBadMessage, len(b), maxBytes)
 	}
 	if len(b) < 2 {
-		return m, fmt.Errorf("%w: %d bytes", errBadMessage, len(b))
+		return fmt.Errorf("%w: %d bytes", errBadMessage, len(b))
 	}
 	if b[0] != wireVersion {
-		return m, fmt.Errorf("%w: version %d", errBadMessage, b[0])
+		return fmt.Errorf("%w: version %d", errBadMessage, b[0])
 	}
 	m.kind = b[1]
 	d := &decoder{b: b[2:]}
@@ -274,17 +324,27 @@ func decodeMessage(b []byte, maxBytes int) (message, error) {
 	case kindLeave:
 		m.ns = d.str("node name", 1, maxNameLen)
 	case kindSync, kindState:
-		decodeEntries(d, &m)
+		decodeEntries(d, m)
 	default:
-		return m, fmt.Errorf("%w: kind %d", errBadMessage, m.kind)
+		return fmt.Errorf("%w: kind %d", errBadMessage, m.kind)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
 	if d.err != nil {
-		return message{}, d.err
+		m.release()
+		return d.err
 	}
-	return m, nil
+	return nil
+}
+
+// release empties m's entries, keeping their storage, and drops the
+// references they held (keys alias a message buffer: keeping them would
+// keep that buffer alive).
+func (m *message) release() {
+	clear(m.entries)
+	clear(m.comps)
+	m.entries, m.comps = m.entries[:0], m.comps[:0]
 }
 
 func decodeEntries(d *decoder, m *message) {
@@ -320,11 +380,13 @@ func decodeEntries(d *decoder, m *message) {
 	if d.err != nil {
 		return
 	}
-	m.entries = make([]wireEntry, 0, min(ne, 1024))
+	if m.entries == nil {
+		m.entries = make([]wireEntry, 0, min(ne, 1024))
+	}
 	for range ne {
 		var en wireEntry
 		ri := d.uvarint("rule index", uint64(max(len(rules)-1, 0)))
-		en.key = d.str("key", 1, ratelimit.MaxKeyLen)
+		en.key = d.alias("key", 1, ratelimit.MaxKeyLen)
 		en.remaining = int64(d.uvarint("remaining", ratelimit.MaxCount))
 		nc := d.uvarint("component count", uint64(len(origins)))
 		if d.err != nil {
@@ -335,7 +397,7 @@ func decodeEntries(d *decoder, m *message) {
 			return
 		}
 		en.rule = rules[ri]
-		en.comps = make([]wireComp, 0, nc)
+		first := len(m.comps)
 		for range nc {
 			oi := d.uvarint("origin index", uint64(len(origins)-1))
 			inc := d.uvarint("incarnation", 1<<63-1)
@@ -344,14 +406,18 @@ func decodeEntries(d *decoder, m *message) {
 			if d.err != nil {
 				return
 			}
-			for _, c := range en.comps {
+			for _, c := range m.comps[first:] {
 				if c.origin == origins[oi] {
 					d.fail("origin %d twice in one entry", oi)
 					return
 				}
 			}
-			en.comps = append(en.comps, wireComp{origin: origins[oi], inc: inc, count: count, refunded: refunded})
+			m.comps = append(m.comps, wireComp{origin: origins[oi], inc: inc, count: count, refunded: refunded})
 		}
+		// Full slice expression: an entry's comps never reach into the
+		// next entry's. m.comps may move as it grows; the earlier
+		// entries keep the array they were decoded into.
+		en.comps = m.comps[first:len(m.comps):len(m.comps)]
 		m.entries = append(m.entries, en)
 	}
 }
