@@ -24,6 +24,7 @@ const (
 	stmtTimeouts
 	stmtSeed
 	stmtLock
+	stmtLockWithTimeouts
 	stmtUpdate
 	stmtCommit
 	stmtRollback
@@ -61,13 +62,14 @@ type statements struct {
 func newStatements(q queries) statements {
 	var st statements
 	st.list = [numStmts]statement{
-		stmtBegin:    {sql: beginSQL},
-		stmtTimeouts: {sql: q.setTimeouts, oids: []uint32{oidText, oidText, oidText}},
-		stmtSeed:     {sql: q.seed, oids: []uint32{oidBytea, oidBytea, oidText}},
-		stmtLock:     {sql: q.lock, oids: []uint32{oidBytea, oidBytea}},
-		stmtUpdate:   {sql: q.update, oids: []uint32{oidBytea, oidBytea, oidText, oidBytea, oidTimestamptz}},
-		stmtCommit:   {sql: "COMMIT"},
-		stmtRollback: {sql: "ROLLBACK"},
+		stmtBegin:            {sql: beginSQL},
+		stmtTimeouts:         {sql: q.setTimeouts, oids: []uint32{oidText, oidText, oidText}},
+		stmtSeed:             {sql: q.seed, oids: []uint32{oidBytea, oidBytea, oidText}},
+		stmtLock:             {sql: q.lock, oids: []uint32{oidBytea, oidBytea}},
+		stmtLockWithTimeouts: {sql: q.lockWithTimeouts, oids: []uint32{oidBytea, oidBytea, oidText, oidText, oidText}},
+		stmtUpdate:           {sql: q.update, oids: []uint32{oidBytea, oidBytea, oidText, oidBytea, oidTimestamptz}},
+		stmtCommit:           {sql: "COMMIT"},
+		stmtRollback:         {sql: "ROLLBACK"},
 	}
 	all := sha256.New()
 	for i := range st.list {

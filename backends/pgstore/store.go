@@ -78,7 +78,7 @@ type Store struct {
 }
 
 type queries struct {
-	setTimeouts, seed, lock, update, reset, sweep string
+	setTimeouts, seed, lock, lockWithTimeouts, update, reset, sweep string
 }
 
 // New returns a Store on pool. It validates the options and prepares the
@@ -121,6 +121,15 @@ func New(pool Pool, opts ...Option) (*Store, error) {
 		// UPDATE is never flattened into its parent).
 		lock: "SELECT algorithm, state, expires_at, clock_timestamp() FROM (SELECT algorithm, state, expires_at FROM " + t +
 			" WHERE namespace = $1 AND key = $2 FOR UPDATE) locked",
+		// lockWithTimeouts is lock that first sets the timeouts, saving
+		// their statement: the LATERAL reference makes the server run
+		// set_config before it scans and locks, so lock_timeout bounds
+		// the wait. statement_timeout applies from the next statement on.
+		lockWithTimeouts: "SELECT algorithm, state, expires_at, clock_timestamp() FROM " +
+			"(SELECT set_config('lock_timeout', $3, true) AS lt, set_config('statement_timeout', $4, true) AS st, " +
+			"set_config('idle_in_transaction_session_timeout', $5, true) AS it) timeouts, " +
+			"LATERAL (SELECT algorithm, state, expires_at FROM " + t +
+			" WHERE namespace = $1 AND key = $2 AND timeouts.lt IS NOT NULL FOR UPDATE) locked",
 		update: "UPDATE " + t + " SET algorithm = $3, state = $4, expires_at = $5 WHERE namespace = $1 AND key = $2",
 		reset:  "DELETE FROM " + t + " WHERE namespace = $1 AND key = $2",
 		sweep: "DELETE FROM " + t + " WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + t +

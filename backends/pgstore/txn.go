@@ -174,6 +174,10 @@ func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys
 	return now, nil
 }
 
+// paramsLockWithTimeouts are the parameter formats of
+// stmtLockWithTimeouts: the key in binary, the timeouts in text.
+var paramsLockWithTimeouts = []int16{1, 1, 0, 0, 0}
+
 // lockRows sends one round trip of readPhase: with seed, the rollback of
 // the transaction the first one opened and the seeds; then BEGIN, the
 // timeouts and the locks. A missing row after seeding was swept in
@@ -184,16 +188,18 @@ func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys 
 		return 0, err
 	}
 	x.p = pc.StartPipeline(ctx)
-	var params [3][]byte
-	results := 2
+	var params [5][]byte
+	results := 1
 	if seed {
+		// The seeds may wait for a concurrent seed: the timeouts come
+		// first, in a statement of their own.
 		x.send(stmtRollback, nil, nil, nil)
-		results += 1 + len(keys)
+		results += 2 + len(keys)
 	}
 	x.send(stmtBegin, nil, nil, nil)
-	params[0], params[1], params[2] = []byte(t.lock), []byte(t.statement), []byte(t.idle)
-	x.send(stmtTimeouts, params[:3], allText, allText)
 	if seed {
+		params[0], params[1], params[2] = []byte(t.lock), []byte(t.statement), []byte(t.idle)
+		x.send(stmtTimeouts, params[:3], allText, allText)
 		for i := range keys {
 			params[0], params[1], params[2] = keys[i].ns, keys[i].key, []byte(keys[i].alg)
 			x.send(stmtSeed, params[:3], allBinary, allText)
@@ -201,6 +207,11 @@ func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys 
 	}
 	for i := range keys {
 		params[0], params[1] = keys[i].ns, keys[i].key
+		if i == 0 && !seed {
+			params[2], params[3], params[4] = []byte(t.lock), []byte(t.statement), []byte(t.idle)
+			x.send(stmtLockWithTimeouts, params[:5], paramsLockWithTimeouts, allBinary)
+			continue
+		}
 		x.send(stmtLock, params[:2], allBinary, allBinary)
 	}
 	if err := x.p.Sync(); err != nil {
