@@ -127,6 +127,11 @@ func (s *Store) applyBacking(ctx context.Context, c ratelimit.Check, shard int) 
 
 // call applies c on the backing store and records its health.
 func (s *Store) call(ctx context.Context, c ratelimit.Check, shard int) (ratelimit.Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		// Over before it began: nothing sent, and nothing said about the
+		// store's health.
+		return ratelimit.Outcome{}, fmt.Errorf("%w: tier: %w", ratelimit.ErrUnavailable, err)
+	}
 	s.stats.storeCalls.Add(1)
 	o, err := s.backing.Apply(ctx, c)
 	s.observeCall(ctx, c.Namespace, c.Key, shard, err)
@@ -179,6 +184,9 @@ func (s *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 	if !s.health.usable(s.now()) {
 		s.stats.degraded.Add(1)
 		return false, s.degradedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("%w: tier: %w", ratelimit.ErrUnavailable, err)
 	}
 	s.stats.storeCalls.Add(1)
 	ok, err := s.backing.ApplyAll(ctx, checks, out)
@@ -300,10 +308,10 @@ type Stats struct {
 }
 
 type counters struct {
-	local, storeDecisions, degraded                            atomic.Int64
-	storeCalls, storeErrors                                    atomic.Int64
-	leaseRefreshes, leasedUnits, refundedUnits, droppedUnits   atomic.Int64
-	syncPushes, pushedUnits                                    atomic.Int64
+	local, storeDecisions, degraded                          atomic.Int64
+	storeCalls, storeErrors                                  atomic.Int64
+	leaseRefreshes, leasedUnits, refundedUnits, droppedUnits atomic.Int64
+	syncPushes, pushedUnits                                  atomic.Int64
 }
 
 // Stats returns the Store's counts so far.
