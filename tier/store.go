@@ -305,6 +305,13 @@ type Stats struct {
 	LeaseRefreshes, LeasedUnits, RefundedUnits, DroppedUnits int64
 	// SyncPushes counts the charges of Sync views, PushedUnits their units.
 	SyncPushes, PushedUnits int64
+	// HeldUnits are units leased and neither spent nor refunded yet, and
+	// UnpushedUnits units admitted by Sync views and not yet charged:
+	// what a crash of this process would lose (docs/tier.md). SliceUnits
+	// are units Sync views may still admit before their next pull. With
+	// HeldUnits, what the Store can admit if the backing store fails now.
+	// Stats scans every local state to count them.
+	HeldUnits, UnpushedUnits, SliceUnits int64
 }
 
 type counters struct {
@@ -316,8 +323,23 @@ type counters struct {
 
 // Stats returns the Store's counts so far.
 func (s *Store) Stats() Stats {
+	var held, unpushed, slice int64
+	s.leases.each(func(_ stateKey, l *leaseState) bool {
+		l.mu.Lock()
+		held += l.tokens
+		l.mu.Unlock()
+		return true
+	})
+	s.views.each(func(_ stateKey, v *syncView) bool {
+		v.mu.Lock()
+		unpushed += v.pending + v.inflight
+		slice += max(v.slice-v.spent, 0)
+		v.mu.Unlock()
+		return true
+	})
 	c := &s.stats
 	return Stats{
+		HeldUnits: held, UnpushedUnits: unpushed, SliceUnits: slice,
 		LocalDecisions: c.local.Load(), StoreDecisions: c.storeDecisions.Load(), DegradedDecisions: c.degraded.Load(),
 		StoreCalls: c.storeCalls.Load(), StoreErrors: c.storeErrors.Load(),
 		LeaseRefreshes: c.leaseRefreshes.Load(), LeasedUnits: c.leasedUnits.Load(),

@@ -3,6 +3,7 @@ package tier
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -44,6 +45,10 @@ type syncView struct {
 	limit        ratelimit.Limit
 	rateBased    bool
 	scratch      []byte
+	// weight is this node's share of the key's recent consumption;
+	// prevLevel and prevReply the level and time of the previous pull.
+	weight               float64
+	prevLevel, prevReply int64
 }
 
 func newSyncView() *syncView { return &syncView{} }
@@ -98,7 +103,7 @@ func (s *Store) applySync(ctx context.Context, r *Rule, c ratelimit.Check) (rate
 			v.init = nil
 			close(ch)
 			if err == nil && v.alg == c.Algorithm && v.limit == c.Limit {
-				v.pull(o, now, r)
+				v.pull(o, now, now, c.Cost, r)
 			}
 			v.mu.Unlock()
 			if err == nil {
@@ -137,26 +142,44 @@ func (s *Store) applySync(ctx context.Context, r *Rule, c ratelimit.Check) (rate
 	}
 }
 
-// pull rebuilds the view from the backing store's outcome o, received at
-// now, for a bucket that does not yet include v.pending: the units
-// missing from a full bucket are o.ResetAfter·Count/Period (more than
-// Burst when it is in debt), and the view may spend 1/Nodes of the level
-// plus one interval's refill until the next pull. v.mu must be held.
-func (v *syncView) pull(o ratelimit.Outcome, now int64, r *Rule) {
+// pull rebuilds the view from the backing store's outcome o, received
+// at now for a request sent at sent that charged charged units, for a
+// bucket that does not yet include v.pending: the units missing from a
+// full bucket are o.ResetAfter·Count/Period (more than Burst when it is
+// in debt). Until the next pull the view may spend its slice, a share w
+// of the level plus one interval's refill, where w is this node's part of
+// the consumption the backing store saw since the previous pull (never
+// below 1/Nodes). v.mu must be held.
+func (v *syncView) pull(o ratelimit.Outcome, sent, now, charged int64, r *Rule) {
 	l := v.limit
-	missing := muldiv.Floor(int64(o.ResetAfter), l.Count, int64(l.Period)) + v.pending
-	_, state, err := v.alg.(ratelimit.Charger).Charge(nil, now, l, min(missing, ratelimit.MaxCost), nil)
+	missing := muldiv.Floor(int64(o.ResetAfter), l.Count, int64(l.Period))
+	_, state, err := v.alg.(ratelimit.Charger).Charge(nil, now, l, min(missing+v.pending, ratelimit.MaxCost), nil)
 	if err != nil {
 		v.state = nil
 		return
 	}
 	v.state = state
-	level := l.Burst - missing
-	refill := muldiv.Floor(int64(r.SyncInterval), l.Count, int64(l.Period))
+	level := l.Burst - missing // at the backing store, without v.pending
 	nodes := int64(r.Nodes)
-	v.slice = max(0, (level+refill+nodes-1)/nodes)
+	floor := 1 / float64(nodes)
+	if v.pulledAt == 0 {
+		v.weight = floor
+	} else {
+		// Units consumed everywhere since the previous pull: the level
+		// then, plus the refill since (a full bucket refills no further),
+		// less the level now.
+		refill := muldiv.Floor(now-v.prevReply, l.Count, int64(l.Period))
+		total := min(v.prevLevel+refill, l.Burst) - level
+		if total > 0 {
+			share := min(float64(charged)/float64(total), 1)
+			v.weight = (v.weight + max(share, floor)) / 2
+		}
+	}
+	v.prevLevel, v.prevReply = level, now
+	refill := muldiv.Floor(int64(r.SyncInterval), l.Count, int64(l.Period))
+	v.slice = int64(math.Ceil(v.weight * float64(max(0, level-v.pending+refill))))
 	v.spent = 0
-	v.pulledAt = now
+	v.pulledAt = sent
 }
 
 // pushAll charges every view's pending units to the backing store and
@@ -215,6 +238,7 @@ func (s *Store) pushAll(ctx context.Context, closing bool) {
 	for range min(workers, len(jobs)) {
 		wg.Go(func() {
 			for j := range next {
+				sent := s.now()
 				o, err := s.call(ctx, j.check, 0)
 				now := s.now()
 				j.v.mu.Lock()
@@ -224,7 +248,11 @@ func (s *Store) pushAll(ctx context.Context, closing bool) {
 					// then under-admits by them rather than over-admit.
 					j.v.pending += j.v.inflight
 				} else if j.v.alg == j.check.Algorithm && j.v.limit == j.check.Limit {
-					j.v.pull(o, now, s.rule(j.k.namespace))
+					charged := j.check.Cost
+					if j.check.Op != ratelimit.OpCharge {
+						charged = 0
+					}
+					j.v.pull(o, sent, now, charged, s.rule(j.k.namespace))
 				}
 				j.v.inflight, j.v.pushing = 0, false
 				j.v.mu.Unlock()
