@@ -126,3 +126,11 @@ func isUnavailable(err error) bool { return errors.Is(err, ratelimit.ErrUnavaila
 func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), d)
 }
+
+func newBackingB(b *testing.B) ratelimit.Store {
+	m, err := memstore.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}

@@ -118,8 +118,8 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	rules         map[string]Rule
-	defaultRule   Rule
+	rules         map[string]*Rule
+	defaultRule   *Rule
 	clock         ratelimit.Clock
 	observe       func(Event)
 	probeInterval time.Duration
@@ -133,7 +133,8 @@ func WithRule(namespace string, r Rule) Option {
 		if err := r.validate(namespace); err != nil {
 			return err
 		}
-		c.rules[namespace] = r.withDefaults()
+		r = r.withDefaults()
+		c.rules[namespace] = &r
 		return nil
 	})
 }
@@ -144,7 +145,8 @@ func WithDefaultRule(r Rule) Option {
 		if err := r.validate("(default)"); err != nil {
 			return err
 		}
-		c.defaultRule = r.withDefaults()
+		r = r.withDefaults()
+		c.defaultRule = &r
 		return nil
 	})
 }

@@ -40,8 +40,7 @@ func New(backing ratelimit.Store, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: nil backing store", ratelimit.ErrInvalidOption)
 	}
 	cfg := config{
-		rules:         make(map[string]Rule),
-		defaultRule:   Rule{}.withDefaults(),
+		rules:         make(map[string]*Rule),
 		clock:         ratelimit.SystemClock{},
 		probeInterval: 100 * time.Millisecond,
 	}
@@ -52,6 +51,10 @@ func New(backing ratelimit.Store, opts ...Option) (*Store, error) {
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.defaultRule == nil {
+		r := Rule{}.withDefaults()
+		cfg.defaultRule = &r
 	}
 	s := &Store{
 		backing: backing,
@@ -74,13 +77,12 @@ func New(backing ratelimit.Store, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// rule returns the rule of namespace.
+// rule returns the rule of namespace; callers must not modify it.
 func (s *Store) rule(namespace string) *Rule {
 	if r, ok := s.cfg.rules[namespace]; ok {
-		return &r
+		return r
 	}
-	r := s.cfg.defaultRule
-	return &r
+	return s.cfg.defaultRule
 }
 
 // Apply decides c by its namespace's rule. OpTake checks with a positive
@@ -101,7 +103,7 @@ func (s *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 			return s.applySharded(ctx, r, c)
 		case r.Mode == Lease && leaseable(c.Algorithm):
 			return s.applyLease(ctx, r, c)
-		case r.Mode == Sync && syncable(c.Algorithm, c.Limit):
+		case r.Mode == Sync: // applySync passes non-rate algorithms through
 			return s.applySync(ctx, r, c)
 		}
 	}
