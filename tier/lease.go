@@ -59,7 +59,7 @@ type refund struct {
 }
 
 // applyLease decides c (an OpTake with 1 <= Cost <= Burst) in Lease mode.
-func (s *Store) applyLease(ctx context.Context, r *Rule, c ratelimit.Check) (ratelimit.Outcome, error) {
+func (s *Store) applyLease(ctx context.Context, r *Rule, c ratelimit.Check, shard int) (ratelimit.Outcome, error) {
 	k := stateKey{c.Namespace, c.Key}
 	exact := false // after a lease was refused, this call asks for its own cost only
 	for {
@@ -127,7 +127,7 @@ func (s *Store) applyLease(ctx context.Context, r *Rule, c ratelimit.Check) (rat
 
 		take := c
 		take.Cost = size
-		o, err := s.call(ctx, take, 0)
+		o, err := s.call(ctx, take, shard)
 		now = s.now()
 		l.mu.Lock()
 		l.refill = nil

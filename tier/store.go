@@ -19,8 +19,9 @@ type Store struct {
 	backing ratelimit.Store
 	cfg     config
 
-	leases *table[leaseState]
-	views  *table[syncView]
+	leases  *table[leaseState]
+	views   *table[syncView]
+	subkeys *table[subKeys]
 	health health
 
 	refunds  chan refund
@@ -61,6 +62,7 @@ func New(backing ratelimit.Store, opts ...Option) (*Store, error) {
 		cfg:     cfg,
 		leases:  newTable[leaseState](),
 		views:   newTable[syncView](),
+		subkeys: newTable[subKeys](),
 		refunds: make(chan refund, 1024),
 		stop:    make(chan struct{}),
 	}
@@ -102,7 +104,7 @@ func (s *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 		case r.Shards > 1:
 			return s.applySharded(ctx, r, c)
 		case r.Mode == Lease && leaseable(c.Algorithm):
-			return s.applyLease(ctx, r, c)
+			return s.applyLease(ctx, r, c, 0)
 		case r.Mode == Sync: // applySync passes non-rate algorithms through
 			return s.applySync(ctx, r, c)
 		}
@@ -210,16 +212,15 @@ func (s *Store) Reset(ctx context.Context, namespace, key string) error {
 	k := stateKey{namespace, key}
 	s.leases.remove(k)
 	s.views.remove(k)
-	if r.Shards > 1 {
-		for i := range r.Shards {
-			sk := subKey(key, i, r.Shards)
-			s.leases.remove(stateKey{namespace, sk})
-			if err := s.backing.Reset(ctx, namespace, sk); err != nil {
-				return err
-			}
+	for i := range r.Shards * b2iInt(r.Shards > 1) {
+		sk := subKey(key, i, r.Shards)
+		s.leases.remove(stateKey{namespace, sk})
+		if err := s.backing.Reset(ctx, namespace, sk); err != nil {
+			return err
 		}
-		return nil
 	}
+	// A sharded key whose limit has fewer units than shards is kept
+	// whole: reset that too.
 	return s.backing.Reset(ctx, namespace, key)
 }
 
@@ -287,6 +288,7 @@ func (s *Store) background() {
 			cancel()
 		case <-tick.C:
 			s.sweepLeases()
+			s.sweepSubKeys(s.now())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			s.pushAll(ctx, false)
 			cancel()

@@ -103,12 +103,13 @@ var tierPatterns = []tierPattern{
 const crashAt = 2 * time.Second
 
 // tierExact runs the request instants through one exact token bucket of
-// tierLimit, full at 0, and returns how many it admits.
-func tierExact(at []time.Duration) int64 {
+// l, full at 0, and returns how many it admits.
+func tierExact(l ratelimit.Limit, at []time.Duration) int64 {
 	slices.Sort(at)
-	tokens, last, n := float64(tierBurst), time.Duration(0), int64(0)
+	burst, rate := float64(l.Burst), float64(l.Count)/l.Period.Seconds()
+	tokens, last, n := burst, time.Duration(0), int64(0)
 	for _, t := range at {
-		tokens = min(tierBurst, tokens+tierRate*(t-last).Seconds())
+		tokens = min(burst, tokens+rate*(t-last).Seconds())
 		last = t
 		if tokens >= 1 {
 			tokens--
@@ -212,7 +213,7 @@ func runTierDrift(t *testing.T, srv *testenv.Server, mode tier.Mode, p tierPatte
 		per[i] = admitted[i].Load()
 		total += per[i]
 	}
-	exact := tierExact(all)
+	exact := tierExact(tierLimit, all)
 	drift := float64(total-exact) / float64(exact)
 	var stats []tier.Stats
 	for i, st := range stores {

@@ -115,7 +115,7 @@ func BenchmarkTierLoad(b *testing.B) {
 				b.ReportMetric(float64(cmds)/float64(b.N), "redis-cmds/op")
 				if len(lat) > 0 {
 					slices.Sort(lat)
-					b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+					b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 				}
 			})
 		}
