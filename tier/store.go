@@ -22,7 +22,7 @@ type Store struct {
 	leases  *table[leaseState]
 	views   *table[syncView]
 	subkeys *table[subKeys]
-	health health
+	health  health
 
 	refunds  chan refund
 	stop     chan struct{}
