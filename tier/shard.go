@@ -2,6 +2,7 @@ package tier
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -91,14 +92,27 @@ func (s *Store) subKeysOf(namespace, key string, n int, now int64) []string {
 	return sk.keys
 }
 
-// applySharded decides c (an OpTake with 1 <= Cost <= Burst) on the
-// sub-keys of its key.
+// sharded reports whether checks under limit in rule r's namespace are
+// spread over sub-keys: a limit with fewer units than shards is kept
+// whole.
+func sharded(r *Rule, l ratelimit.Limit) bool {
+	return r.Shards > 1 && l.Count >= int64(r.Shards) && l.Burst >= int64(r.Shards)
+}
+
+// applySharded decides c on the sub-keys of its key: a take borrows from
+// sub-key to sub-key, a peek sums them; reservations, refunds and charges
+// are refused (ErrUnsupported), having no single bucket to go to.
 func (s *Store) applySharded(ctx context.Context, r *Rule, c ratelimit.Check) (ratelimit.Outcome, error) {
 	n := r.Shards
-	if c.Limit.Count < int64(n) || c.Limit.Burst < int64(n) {
-		return s.applyOne(ctx, r, c, 0) // too few units to split: kept whole
-	}
 	keys := s.subKeysOf(c.Namespace, c.Key, n, s.now())
+	switch {
+	case c.Op != ratelimit.OpTake:
+		return ratelimit.Outcome{}, fmt.Errorf("%w: tier: %s on rule %q, whose keys are sharded", ratelimit.ErrUnsupported, c.Op, c.Namespace)
+	case c.Cost == 0:
+		return s.peekSharded(ctx, c, keys)
+	case c.Cost > c.Limit.Burst:
+		return ratelimit.Outcome{RetryAfter: ratelimit.Never}, nil
+	}
 	start := rand.IntN(n)
 	var (
 		denial   ratelimit.Outcome
@@ -138,6 +152,29 @@ func (s *Store) applySharded(ctx context.Context, r *Rule, c ratelimit.Check) (r
 		return ratelimit.Outcome{RetryAfter: ratelimit.Never}, nil
 	}
 	return ratelimit.Outcome{}, lastErr
+}
+
+// peekSharded peeks every sub-key: Remaining is their sum, Allowed
+// whether one of them would admit one unit.
+func (s *Store) peekSharded(ctx context.Context, c ratelimit.Check, keys []string) (ratelimit.Outcome, error) {
+	var sum ratelimit.Outcome
+	sum.RetryAfter = ratelimit.Never
+	for i, k := range keys {
+		sub := c
+		sub.Key, sub.Limit = k, shareOf(c.Limit, i, len(keys))
+		o, err := s.applyBacking(ctx, sub, i)
+		if err != nil {
+			return ratelimit.Outcome{}, err
+		}
+		sum.Allowed = sum.Allowed || o.Allowed
+		sum.Remaining += o.Remaining
+		sum.RetryAfter = min(sum.RetryAfter, o.RetryAfter)
+		sum.ResetAfter = max(sum.ResetAfter, o.ResetAfter)
+	}
+	if sum.Allowed {
+		sum.RetryAfter = 0
+	}
+	return sum, nil
 }
 
 // applyOne decides c on one (sub-)key by the rule's mode.

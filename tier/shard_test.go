@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,5 +85,39 @@ func TestSubKeySlots(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestShardedRefusals: a composite naming a sharded rule and the
+// operations without a single bucket are refused; a peek sums the
+// sub-keys.
+func TestShardedRefusals(t *testing.T) {
+	b := newBacking(t, nil)
+	s := newTier(t, b, WithRule("r", Rule{Mode: Lease, Shards: 4}))
+	l := ratelimit.Limit{Count: 4, Period: 1000 * time.Hour, Burst: 40}
+	for range 10 {
+		if o, err := s.Apply(t.Context(), check("k", l)); err != nil || !o.Allowed {
+			t.Fatal(o, err)
+		}
+	}
+	peek := check("k", l)
+	peek.Cost = 0
+	o, err := s.Apply(t.Context(), peek)
+	if err != nil || !o.Allowed || o.Remaining > 30 || o.Remaining < 1 {
+		t.Fatalf("peek: %+v %v; want allowed with at most 30 left", o, err)
+	}
+	_, err = s.ApplyAll(t.Context(), []ratelimit.Check{check("k", l)}, make([]ratelimit.Outcome, 1))
+	if !errors.Is(err, ratelimit.ErrUnsupported) {
+		t.Fatalf("composite on a sharded rule: %v, want ErrUnsupported", err)
+	}
+	refund := check("k", l)
+	refund.Op = ratelimit.OpRefund
+	if _, err := s.Apply(t.Context(), refund); !errors.Is(err, ratelimit.ErrUnsupported) {
+		t.Fatalf("refund on a sharded rule: %v, want ErrUnsupported", err)
+	}
+	// A limit with fewer units than shards is kept whole, composites too.
+	small := ratelimit.Limit{Count: 1, Period: time.Hour, Burst: 3}
+	if _, err := s.ApplyAll(t.Context(), []ratelimit.Check{check("k2", small)}, make([]ratelimit.Outcome, 1)); err != nil {
+		t.Fatalf("composite under a limit kept whole: %v", err)
 	}
 }

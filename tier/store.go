@@ -99,10 +99,11 @@ func (s *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 		return ratelimit.Outcome{}, err
 	}
 	r := s.rule(c.Namespace)
+	if sharded(r, c.Limit) {
+		return s.applySharded(ctx, r, c)
+	}
 	if c.Op == ratelimit.OpTake && c.Cost > 0 && c.Cost <= c.Limit.Burst {
 		switch {
-		case r.Shards > 1:
-			return s.applySharded(ctx, r, c)
 		case r.Mode == Lease && leaseable(c.Algorithm):
 			return s.applyLease(ctx, r, c, 0)
 		case r.Mode == Sync: // applySync passes non-rate algorithms through
@@ -180,10 +181,16 @@ func (s *Store) degradedErr() error {
 // ApplyAll passes the composite to the backing store unchanged: a
 // composite stays atomic, all or nothing, exactly as the backing store
 // makes it. Leases and views of the same keys are neither used nor
-// changed by it.
+// changed by it. A composite naming a sharded rule is refused with
+// ratelimit.ErrUnsupported: its sub-keys cannot be taken atomically.
 func (s *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
 	if s.closed.Load() {
 		return false, ratelimit.ErrClosed
+	}
+	for i := range checks {
+		if sharded(s.rule(checks[i].Namespace), checks[i].Limit) {
+			return false, fmt.Errorf("%w: tier: a composite cannot include rule %q: its keys are sharded", ratelimit.ErrUnsupported, checks[i].Namespace)
+		}
 	}
 	if !s.health.usable(s.now()) {
 		s.stats.degraded.Add(1)
