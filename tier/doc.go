@@ -34,11 +34,18 @@
 //     sum of the slices' weights (1 under steady demand); a crash adds
 //     the dead process's unpushed units. Rate algorithms only (token
 //     bucket, GCRA, leaky bucket as a meter); others pass through.
-//   - Rule.Shards spreads a hot key over sub-keys of the backing store.
+//   - Rule.Shards = n spreads each key over n sub-keys holding 1/n of the
+//     limit each; a refused take borrows from the next sub-key, so the
+//     key never admits more than one bucket and less only by
+//     fragmentation (n·(cost−1) units). Under redisstore's hash tags
+//     sub-key i lands in the i-th n-th of the Redis Cluster slots, so
+//     the sub-keys spread over masters owning contiguous slot ranges.
 //
-// Peeks, reservations, refunds and charges always pass through. ApplyAll
+// Peeks, reservations, refunds and charges pass through (a sharded rule
+// sums its peeks and refuses the others with ErrUnsupported). ApplyAll
 // passes through unchanged, so a composite is exactly as atomic as the
-// backing store makes it, and never reads or spends leases.
+// backing store makes it and never reads or spends leases; a composite
+// naming a sharded rule is refused with ErrUnsupported.
 //
 // When the backing store fails (ErrUnavailable, ErrUnknownOutcome) or a
 // call runs out of its context's deadline (the rule's Budget), the Store

@@ -24,6 +24,17 @@ func newTierRedis(t testing.TB, srv *testenv.Server, prefix string, opts ...tier
 // a test may close to make the store's process look crashed.
 func newTierRedisClient(t testing.TB, srv *testenv.Server, prefix string, opts ...tier.Option) (*tier.Store, *redis.Client) {
 	t.Helper()
+	st, c := newRedisBacking(t, srv, prefix)
+	ts, err := tier.New(st, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts, c
+}
+
+// newRedisBacking returns a redisstore with its own client on srv.
+func newRedisBacking(t testing.TB, srv *testenv.Server, prefix string) (*redisstore.Store, *redis.Client) {
+	t.Helper()
 	c := redis.NewClient(&redis.Options{
 		Addr:                  srv.Addr(),
 		MaxRetries:            -1,
@@ -36,11 +47,7 @@ func newTierRedisClient(t testing.TB, srv *testenv.Server, prefix string, opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := tier.New(st, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ts, c
+	return st, c
 }
 
 // TestTierExactStore runs the conformance suite on the tier decorator in
