@@ -98,6 +98,11 @@ func (s *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 	if err := c.Validate(); err != nil {
 		return ratelimit.Outcome{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		// Even a decision made in process is not made for a caller that
+		// has gone: nothing is taken.
+		return ratelimit.Outcome{}, fmt.Errorf("%w: tier: %w", ratelimit.ErrUnavailable, err)
+	}
 	r := s.rule(c.Namespace)
 	if sharded(r, c.Limit) {
 		return s.applySharded(ctx, r, c)

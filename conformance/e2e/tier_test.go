@@ -90,3 +90,24 @@ func TestTierLeaseStore(t *testing.T) {
 		},
 	})
 }
+
+// TestTierSyncStore runs the conformance suite on the decorator with
+// every rule in Sync mode, declared approximate with the bound of
+// docs/tier.md for a refill-free limit: (W−1)·B + N over, W at most 2.
+// Without the store-down checks: a view keeps deciding from its slice
+// while the server is down, by design, where the suite wants an error;
+// TestTierRedisKilled checks that behaviour instead.
+func TestTierSyncStore(t *testing.T) {
+	srv := testenv.NewRedis(t)
+	prefix := redisPrefix(t)
+	storetest.Run(t, storetest.Harness{
+		Algorithms: algorithms(),
+		NewStore: func(t *testing.T) ratelimit.Store {
+			return newTierRedis(t, srv, prefix, tier.WithProbeInterval(time.Millisecond),
+				tier.WithDefaultRule(tier.Rule{Mode: tier.Sync, SyncInterval: 10 * time.Millisecond}))
+		},
+		Approximate: func(limit ratelimit.Limit, stores int) storetest.Bound {
+			return storetest.Bound{Under: limit.Burst / 4, Over: limit.Burst + int64(stores)}
+		},
+	})
+}
