@@ -4,28 +4,30 @@ package tier
 type EventKind uint8
 
 const (
-	// LocalDecision: a check decided in process, from a lease, a sync view
+	// LocalDecision reports a check decided in process, from a lease, a sync view
 	// or a cached denial, without calling the backing store.
 	LocalDecision EventKind = iota
-	// StoreDecision: a check decided by the backing store (Exact mode, or a
+	// StoreDecision reports a check decided by the backing store (Exact mode, or a
 	// Lease or Sync rule near exhaustion or meeting a key).
 	StoreDecision
-	// DegradedDecision: a check decided from leases or views while the
+	// DegradedDecision reports a check decided from leases or views while the
 	// backing store is failing (Err is ratelimit.ErrUnavailable when they
 	// were spent and the rule's failure policy must answer).
 	DegradedDecision
-	// LeaseRefresh: a lease of Units units was taken from the backing store.
+	// LeaseRefresh reports a lease of Units units taken from the backing
+	// store.
 	LeaseRefresh
-	// Refund: Units unused units were given back to the backing store (Err
-	// set when the refund failed and the units were dropped).
+	// Refund reports Units unused units given back to the backing store
+	// (Err set when the refund failed and the units were dropped).
 	Refund
-	// SyncPush: Units units admitted locally were charged to the backing
-	// store and the view pulled back (Err set when it failed).
+	// SyncPush reports Units units admitted locally and charged to the
+	// backing store, and the view pulled back (Err set when it failed).
 	SyncPush
-	// StoreError: a call to the backing store failed with Err; Shard names
-	// the sub-key of a sharded key (0 otherwise).
+	// StoreError reports a call to the backing store that failed with Err;
+	// Shard names the sub-key of a sharded key (0 otherwise).
 	StoreError
-	// StoreRecovered: the backing store answered again after failing.
+	// StoreRecovered reports that the backing store answered again after
+	// failing.
 	StoreRecovered
 )
 

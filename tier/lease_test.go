@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,7 +81,7 @@ func TestLeaseGrowsAndRefundsOnClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := s.Apply(t.Context(), check("k", l)); err != ratelimit.ErrClosed {
+	if _, err := s.Apply(t.Context(), check("k", l)); !errors.Is(err, ratelimit.ErrClosed) {
 		t.Fatalf("Apply after Close: %v, want ErrClosed", err)
 	}
 }

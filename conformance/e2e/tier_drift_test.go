@@ -218,7 +218,7 @@ func runTierDrift(t *testing.T, srv *testenv.Server, mode tier.Mode, p tierPatte
 	var stats []tier.Stats
 	for i, st := range stores {
 		stats = append(stats, st.Stats())
-		if !(p.crash && i == tierNodes-1) {
+		if !p.crash || i != tierNodes-1 {
 			if err := st.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
