@@ -242,7 +242,7 @@ func TestBudgetDegrades(t *testing.T) {
 	b := newBacking(t, nil)
 	s := newTier(t, b, WithProbeInterval(time.Hour), WithRule("r", Rule{Mode: Lease}))
 	b.delay.Store(int64(time.Hour))
-	ctx, cancel := contextWithTimeout(t, time.Millisecond)
+	ctx, cancel := contextWithTimeout(t, 100*time.Millisecond) // long enough for the call to begin
 	defer cancel()
 	if _, err := s.Apply(ctx, check("k", noRefill)); err == nil {
 		t.Fatal("no error from a store slower than the deadline")
