@@ -30,8 +30,9 @@
 //   - Sync decides from a local copy of the bucket, charges what it
 //     admitted every SyncInterval S (into debt) and pulls the level back;
 //     between pulls a process spends at most its demand-weighted slice of
-//     the level plus r·S. Excess at most (W−1)·(B+r·S) + r·Δ + N, W the
-//     sum of the slices' weights (1 under steady demand); a crash adds
+//     the level plus r·S. Excess at most (W−1)·(B+r·S) + r·Δ + N for N
+//     processes, Δ = S plus a round trip, W the sum of the slices' weights
+//     (1 under steady demand); a crash adds
 //     the dead process's unpushed units. Rate algorithms only (token
 //     bucket, GCRA, leaky bucket as a meter); others pass through.
 //   - Rule.Shards = n spreads each key over n sub-keys holding 1/n of the
