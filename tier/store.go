@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,13 +26,15 @@ type Store struct {
 	subkeys *table[subKeys]
 	health  health
 
-	refunds  chan refund
-	stop     chan struct{}
-	done     sync.WaitGroup
-	closed   atomic.Bool
-	closeMu  sync.Mutex
-	stats    counters
-	tickEach time.Duration
+	refunds chan refund
+	stop    chan struct{}
+	done    sync.WaitGroup
+	closed  atomic.Bool
+	closeMu sync.Mutex
+	stats   counters
+	// tickEach is the period of the background loop, sweepEach that of
+	// the lease sweep within it.
+	tickEach, sweepEach time.Duration
 }
 
 // New returns a Store over backing, an exact store shared by every
@@ -69,11 +73,20 @@ func New(backing ratelimit.Store, opts ...Option) (*Store, error) {
 	s.health.probeInterval = int64(cfg.probeInterval)
 	// The background loop sweeps expired leases and pushes sync views; it
 	// ticks at the shortest interval any rule needs.
-	s.tickEach = min(cfg.defaultRule.SyncInterval, cfg.defaultRule.LeaseTTL/4)
-	for _, r := range cfg.rules {
-		s.tickEach = min(s.tickEach, r.SyncInterval, r.LeaseTTL/4)
+	// Sync views are pushed every tick, so it is the shortest
+	// SyncInterval of a Sync rule; leases are swept every sweepEach, a
+	// quarter of the shortest TTL. Exact rules need neither.
+	s.tickEach, s.sweepEach = time.Second, time.Second
+	for _, r := range append(slices.Collect(maps.Values(cfg.rules)), cfg.defaultRule) {
+		switch r.Mode {
+		case Sync:
+			s.tickEach = min(s.tickEach, r.SyncInterval)
+		case Lease:
+			s.sweepEach = min(s.sweepEach, r.LeaseTTL/4)
+		}
 	}
-	s.tickEach = max(s.tickEach, time.Millisecond)
+	s.sweepEach = max(s.sweepEach, time.Millisecond)
+	s.tickEach = max(min(s.tickEach, s.sweepEach), time.Millisecond)
 	s.done.Add(1)
 	go s.background()
 	return s, nil
@@ -290,6 +303,7 @@ func (s *Store) background() {
 	defer s.done.Done()
 	tick := time.NewTicker(s.tickEach)
 	defer tick.Stop()
+	var nextSweep int64
 	for {
 		select {
 		case <-s.stop:
@@ -299,8 +313,11 @@ func (s *Store) background() {
 			s.refund(ctx, rf)
 			cancel()
 		case <-tick.C:
-			s.sweepLeases()
-			s.sweepSubKeys(s.now())
+			if now := s.now(); now >= nextSweep {
+				nextSweep = now + int64(s.sweepEach)
+				s.sweepLeases()
+				s.sweepSubKeys(now)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			s.pushAll(ctx, false)
 			cancel()

@@ -113,6 +113,14 @@ func (s *Store) applySync(ctx context.Context, r *Rule, c ratelimit.Check) (rate
 			return o, err
 		}
 		degraded := s.health.degraded()
+		if v.spent+c.Cost > v.slice && !degraded && !v.pushing && now-v.pulledAt >= int64(r.SyncInterval) {
+			// The slice is spent and the view is older than an interval,
+			// as after idleness: pull now rather than at the next tick.
+			check := v.startPush(k)
+			v.mu.Unlock()
+			s.push(ctx, k, v, check)
+			continue
+		}
 		if v.spent+c.Cost > v.slice {
 			v.mu.Unlock()
 			if degraded {
@@ -200,7 +208,7 @@ func (s *Store) pushAll(ctx context.Context, closing bool) {
 			return true
 		}
 		r := s.rule(k.namespace)
-		due := now-v.pulledAt >= int64(r.SyncInterval)
+		due := now-v.pulledAt >= int64(r.SyncInterval)*3/4 // a tick a little early is still due
 		switch {
 		case v.pending > 0 && (closing || due):
 		case v.pending == 0 && !closing && due && v.state != nil && v.lastUse > v.pulledAt:
@@ -212,12 +220,7 @@ func (s *Store) pushAll(ctx context.Context, closing bool) {
 			}
 			return true
 		}
-		c := ratelimit.Check{Namespace: k.namespace, Key: k.key, Algorithm: v.alg, Limit: v.limit, Cost: v.pending, Op: ratelimit.OpCharge}
-		if v.pending == 0 {
-			c.Op = ratelimit.OpTake // a peek: pull only
-		}
-		v.inflight, v.pending, v.pushing = v.pending, 0, true
-		jobs = append(jobs, job{k, v, c})
+		jobs = append(jobs, job{k, v, v.startPush(k)})
 		return true
 	})
 	if len(jobs) == 0 {
@@ -238,31 +241,7 @@ func (s *Store) pushAll(ctx context.Context, closing bool) {
 	for range min(workers, len(jobs)) {
 		wg.Go(func() {
 			for j := range next {
-				sent := s.now()
-				o, err := s.call(ctx, j.check, 0)
-				now := s.now()
-				j.v.mu.Lock()
-				if err != nil {
-					// Charged again at the next push. After an unknown
-					// outcome that may count the units twice: the view
-					// then under-admits by them rather than over-admit.
-					j.v.pending += j.v.inflight
-				} else if j.v.alg == j.check.Algorithm && j.v.limit == j.check.Limit {
-					charged := j.check.Cost
-					if j.check.Op != ratelimit.OpCharge {
-						charged = 0
-					}
-					j.v.pull(o, sent, now, charged, s.rule(j.k.namespace))
-				}
-				j.v.inflight, j.v.pushing = 0, false
-				j.v.mu.Unlock()
-				if j.check.Op == ratelimit.OpCharge {
-					if err == nil {
-						s.stats.syncPushes.Add(1)
-						s.stats.pushedUnits.Add(j.check.Cost)
-					}
-					s.emit(Event{Kind: SyncPush, Namespace: j.k.namespace, Key: j.k.key, Units: j.check.Cost, Err: err})
-				}
+				s.push(ctx, j.k, j.v, j.check)
 			}
 		})
 	}
@@ -271,4 +250,45 @@ func (s *Store) pushAll(ctx context.Context, closing bool) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// startPush marks v as pushing and returns the check that charges its
+// pending units, or peeks when there are none. v.mu must be held.
+func (v *syncView) startPush(k stateKey) ratelimit.Check {
+	c := ratelimit.Check{Namespace: k.namespace, Key: k.key, Algorithm: v.alg, Limit: v.limit, Cost: v.pending, Op: ratelimit.OpCharge}
+	if v.pending == 0 {
+		c.Op = ratelimit.OpTake // a peek: pull only
+	}
+	v.inflight, v.pending, v.pushing = v.pending, 0, true
+	return c
+}
+
+// push applies check, from v.startPush, and pulls v back from the reply.
+// v.mu must not be held.
+func (s *Store) push(ctx context.Context, k stateKey, v *syncView, check ratelimit.Check) {
+	sent := s.now()
+	o, err := s.call(ctx, check, 0)
+	now := s.now()
+	v.mu.Lock()
+	if err != nil {
+		// Charged again at the next push. After an unknown outcome that
+		// may count the units twice: the view then under-admits by them
+		// rather than over-admit.
+		v.pending += v.inflight
+	} else if v.alg == check.Algorithm && v.limit == check.Limit {
+		charged := check.Cost
+		if check.Op != ratelimit.OpCharge {
+			charged = 0
+		}
+		v.pull(o, sent, now, charged, s.rule(k.namespace))
+	}
+	v.inflight, v.pushing = 0, false
+	v.mu.Unlock()
+	if check.Op == ratelimit.OpCharge {
+		if err == nil {
+			s.stats.syncPushes.Add(1)
+			s.stats.pushedUnits.Add(check.Cost)
+		}
+		s.emit(Event{Kind: SyncPush, Namespace: k.namespace, Key: k.key, Units: check.Cost, Err: err})
+	}
 }
