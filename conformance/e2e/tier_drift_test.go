@@ -121,6 +121,9 @@ func tierExact(l ratelimit.Limit, at []time.Duration) int64 {
 
 // TestTierDrift measures every pattern in Lease and Sync mode.
 func TestTierDrift(t *testing.T) {
+	if tierRaceEnabled {
+		t.Skip("a timing measurement: skipped under -race (.ci/run runs it without)")
+	}
 	srv := testenv.NewRedis(t)
 	d := tierDuration(t)
 	for _, mode := range []tier.Mode{tier.Lease, tier.Sync} {

@@ -38,6 +38,9 @@ func (p tierPhase) String() string {
 // what it holds, then its failure policy answers, no call waits longer
 // than its budget, and decisions come from Redis again once it is back.
 func TestTierRedisKilled(t *testing.T) {
+	if tierRaceEnabled {
+		t.Skip("a timing measurement: skipped under -race (.ci/run runs it without)")
+	}
 	for _, mode := range []tier.Mode{tier.Lease, tier.Sync} {
 		t.Run("mode="+mode.String(), func(t *testing.T) {
 			srv := testenv.NewRedis(t)
@@ -54,6 +57,9 @@ func TestTierRedisKilled(t *testing.T) {
 // TestTierPostgresKilled is TestTierRedisKilled on PostgreSQL, crashed
 // and restarted.
 func TestTierPostgresKilled(t *testing.T) {
+	if tierRaceEnabled {
+		t.Skip("a timing measurement: skipped under -race (.ci/run runs it without)")
+	}
 	for _, mode := range []tier.Mode{tier.Lease, tier.Sync} {
 		t.Run("mode="+mode.String(), func(t *testing.T) {
 			srv := testenv.NewPostgres(t)

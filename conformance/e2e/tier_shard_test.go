@@ -89,6 +89,9 @@ func startThreeMasterCluster(t *testing.T) []string {
 // master (3, 3 and 2 of them), the masters' command counts follow, and
 // the key admits what one bucket would.
 func TestTierShardedCluster(t *testing.T) {
+	if tierRaceEnabled {
+		t.Skip("a timing measurement: skipped under -race (.ci/run runs it without)")
+	}
 	addrs := startThreeMasterCluster(t)
 	masters := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
