@@ -122,6 +122,7 @@ func (s *Store) applySync(ctx context.Context, r *Rule, c ratelimit.Check) (rate
 			continue
 		}
 		if v.spent+c.Cost > v.slice {
+			untilPull := max(time.Duration(v.pulledAt+int64(r.SyncInterval)-now), 1)
 			v.mu.Unlock()
 			if degraded {
 				s.stats.degraded.Add(1)
@@ -131,7 +132,7 @@ func (s *Store) applySync(ctx context.Context, r *Rule, c ratelimit.Check) (rate
 			}
 			// This node's slice is spent: wait for the next pull.
 			s.local(c, false, false)
-			return ratelimit.Outcome{RetryAfter: max(time.Duration(v.pulledAt+int64(r.SyncInterval)-now), 1)}, nil
+			return ratelimit.Outcome{RetryAfter: untilPull}, nil
 		}
 		o, next, err := c.Algorithm.Decide(v.state, now, c.Limit, c.Cost, v.scratch[:0])
 		if err != nil {
