@@ -198,8 +198,9 @@ func (s *Store) sweepSubKeys(now int64) {
 // function: docs/redis.md "Key layout" (a stored layout, changed only as a
 // breaking change). The tag is 3 characters of base64url carrying 18 bits
 // of FNV-1a then MurmurHash3's finalizer over the tag source; the slot is
-// CRC16 of the tag. TestTierSubKeySlots checks this against CLUSTER
-// KEYSLOT.
+// CRC16 of the tag. TestSubKeySlots checks the slot ranges this gives;
+// conformance/e2e's TestTierShardedCluster checks the spread the masters
+// of a real 3-master cluster see.
 const redisSlots = 16384
 
 const tagAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
