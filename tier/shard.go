@@ -199,8 +199,8 @@ func (s *Store) sweepSubKeys(now int64) {
 // breaking change). The tag is 3 characters of base64url carrying 18 bits
 // of FNV-1a then MurmurHash3's finalizer over the tag source; the slot is
 // CRC16 of the tag. TestSubKeySlots checks the slot ranges this gives;
-// conformance/e2e's TestTierShardedCluster checks the spread the masters
-// of a real 3-master cluster see.
+// conformance/e2e's TestTierShardedCluster checks with CLUSTER KEYSLOT
+// that a real cluster puts one sub-key in each n-th of the slots.
 const redisSlots = 16384
 
 const tagAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

@@ -186,6 +186,27 @@ func TestTierShardedCluster(t *testing.T) {
 	if total != shards {
 		t.Errorf("%d keys on the cluster, want the %d sub-keys", total, shards)
 	}
+	// The sub-keys' slots, as Redis computes them: one in each eighth.
+	var eighths [shards]int
+	for _, m := range masters {
+		keys, err := m.Keys(t.Context(), "*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			slot, err := m.ClusterKeySlot(t.Context(), k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			eighths[slot*shards/16384]++
+		}
+	}
+	t.Logf("sub-keys per eighth of the slots: %v", eighths)
+	for i, n := range eighths {
+		if n != 1 {
+			t.Errorf("%d sub-keys in slots %d..%d, want 1", n, i*16384/shards, (i+1)*16384/shards-1)
+		}
+	}
 	lo, hi := perMaster[0], perMaster[0]
 	for _, n := range perMaster {
 		lo, hi = min(lo, n), max(hi, n)
