@@ -36,7 +36,11 @@ type serverTimeouts struct {
 // since the server could no longer be trusted to give up first.
 func (s *Store) timeouts(ctx context.Context) (serverTimeouts, error) {
 	deadline, _ := ctx.Deadline()
-	left := time.Until(deadline)
+	return s.timeoutsFor(time.Until(deadline))
+}
+
+// timeoutsFor is timeouts with left, the time to the deadline, given.
+func (s *Store) timeoutsFor(left time.Duration) (serverTimeouts, error) {
 	lockMargin, statementMargin := s.cfg.margins(left)
 	lock := left - lockMargin
 	if left <= 0 {
