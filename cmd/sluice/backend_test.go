@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sluicehq/sluice/conformance/e2e/testenv"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/policy/pgrules"
 )
 
 // TestMain provides real Redis and PostgreSQL servers through testenv
@@ -125,5 +129,72 @@ func TestBackendGossipCluster(t *testing.T) {
 	}
 	if resp.GetOverallCode() != over {
 		t.Fatalf("node-b admitted a user node-a had used up: %v", codesOf(resp))
+	}
+}
+
+// TestRulesFromPostgresTable serves the rules of the RateLimitRule table
+// and follows a change of a row: the new limit takes effect and the
+// bucket keeps what it had counted.
+func TestRulesFromPostgresTable(t *testing.T) {
+	pg := testenv.Postgres(t)
+	pool, err := pgxpool.New(t.Context(), pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pgrules.Migrate(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	domain := fmt.Sprint("table", time.Now().UnixNano())
+	var id int64
+	if err := pool.QueryRow(t.Context(), `INSERT INTO "RateLimitRule" (domain, descriptor, requests_per_unit, unit, algorithm)
+		VALUES ($1, '[{"key":"user"}]', 2, 'year', 'fixedwindow') RETURNING id`, domain).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.rules, cfg.rulesPG, cfg.watch = "", pg.DSN, true
+	srv := startServer(t, cfg)
+	c := rlsClient(t, srv)
+	req := rlsReq(domain, rd("user", "ann"))
+	want := []rlsv3.RateLimitResponse_Code{ok, ok, over}
+	for i, code := range want {
+		resp, err := c.ShouldRateLimit(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetOverallCode() != code {
+			t.Fatalf("request %d under 2/year: %v, want %v", i+1, resp.GetOverallCode(), code)
+		}
+	}
+
+	if _, err := pool.Exec(t.Context(), `UPDATE "RateLimitRule" SET requests_per_unit = 5 WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	peek := []policy.Descriptor{{{Key: "user", Value: "ann"}}}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := srv.engine.Decide(t.Context(), domain, peek, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Statuses[0].Decision.Limit.Count == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the table's new limit is not in force after 20s: %+v", res.Statuses[0].Decision.Limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The window's count carries over the change (the window, a year,
+	// is the same under both limits): 2 of 5 used, exactly 3 more pass.
+	want = []rlsv3.RateLimitResponse_Code{ok, ok, ok, over}
+	for i, code := range want {
+		resp, err := c.ShouldRateLimit(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetOverallCode() != code {
+			t.Fatalf("request %d after raising to 5/year: %v, want %v", i+1, resp.GetOverallCode(), code)
+		}
 	}
 }

@@ -100,11 +100,13 @@ require (
 	github.com/prometheus/common v0.73.1
 	github.com/sluicehq/sluice/httplimit v0.1.0
 	github.com/sluicehq/sluice/policy v0.1.0
+	github.com/sluicehq/sluice/policy/pgrules v0.1.0
 )
 
 replace (
 	github.com/sluicehq/sluice/httplimit => ../../httplimit
 	github.com/sluicehq/sluice/policy => ../../policy
+	github.com/sluicehq/sluice/policy/pgrules => ../../policy/pgrules
 )
 
 require (

@@ -66,6 +66,15 @@ func newMetrics(backend string) *metrics {
 	return m
 }
 
+// countReload counts a reload of the rules, refused or in force.
+func (m *metrics) countReload(r policy.Reload) {
+	if r.Err != nil {
+		m.reloadErrors.Inc()
+		return
+	}
+	m.reloads.Inc()
+}
+
 // observe records one engine call.
 func (m *metrics) observe(api, domain string, res *policy.Result, err error, elapsed time.Duration) {
 	switch {

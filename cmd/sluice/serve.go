@@ -28,13 +28,15 @@ const serveSynopsis = `Serve rate-limit decisions for gateways:
          GET  /forward-auth?domain=D (Caddy forward_auth, Traefik ForwardAuth, nginx auth_request)
   admin  /metrics (Prometheus), /healthz, /readyz (ready when the store answers)
 The rules (envoy ratelimit YAML with Sluice extensions) come from -rules, a
-file or a directory, and are reloaded when they change; invalid new rules
+file or a directory, or from -rules-postgres, the RateLimitRule table of
+policy/pgrules, and are reloaded when they change; invalid new rules
 are refused and the previous ones stay. SIGINT or SIGTERM drains in-flight
 calls for up to -shutdown-timeout, then exits 0.`
 
 // serveConfig is every flag of sluice serve.
 type serveConfig struct {
 	rules     string
+	rulesPG   string
 	watch     bool
 	grpcAddr  string
 	httpAddr  string
@@ -72,7 +74,8 @@ func newServeFlags(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	c := &serveConfig{}
 	fs := newFlagSet("serve", serveSynopsis, stderr)
 	fs.StringVar(&c.rules, "rules", "", "rules file or directory of YAML files (required)")
-	fs.BoolVar(&c.watch, "watch", true, "reload the rules when their files change")
+	fs.StringVar(&c.rulesPG, "rules-postgres", "", "PostgreSQL connection string of the RateLimitRule table to take the rules from, instead of -rules")
+	fs.BoolVar(&c.watch, "watch", true, "reload the rules when their files or table rows change")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", ":8081", "gRPC listen address (RLS v3); empty disables")
 	fs.StringVar(&c.httpAddr, "http-addr", ":8080", "HTTP listen address (/json, /forward-auth); empty disables")
 	fs.StringVar(&c.adminAddr, "admin-addr", "", "listen address of /metrics, /healthz, /readyz; empty serves them on -http-addr")
@@ -82,7 +85,7 @@ func newServeFlags(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.StringVar(&c.redisPassword, "redis-password", "", "Redis password")
 	fs.IntVar(&c.redisDB, "redis-db", 0, "Redis database number (redis)")
 	fs.StringVar(&c.postgresDSN, "postgres-dsn", "", "PostgreSQL connection string (postgres)")
-	fs.BoolVar(&c.postgresMigrate, "postgres-migrate", true, "create the store's table at startup if it is missing (postgres)")
+	fs.BoolVar(&c.postgresMigrate, "postgres-migrate", true, "create the store's table (postgres) and the RateLimitRule table (-rules-postgres) at startup if missing")
 	fs.StringVar(&c.clusterBind, "cluster-bind", "127.0.0.1:7946", "gossip bind address host:port (cluster)")
 	fs.StringVar(&c.clusterName, "cluster-name", "", "node name, unique in the cluster; empty uses the host name (cluster)")
 	fs.Var(&c.clusterSeeds, "cluster-seeds", "host:port of members to join, comma-separated; empty starts a new cluster (cluster)")
@@ -113,8 +116,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitUsage
 	}
-	if cfg.rules == "" {
-		fmt.Fprintln(stderr, "sluice serve: -rules is required")
+	if (cfg.rules == "") == (cfg.rulesPG == "") {
+		fmt.Fprintln(stderr, "sluice serve: exactly one of -rules and -rules-postgres is required")
 		fs.Usage()
 		return exitUsage
 	}
@@ -186,7 +189,11 @@ func newServer(ctx context.Context, cfg *serveConfig, log *slog.Logger) (_ *serv
 	if err != nil {
 		return nil, err
 	}
-	s.engine, err = openRules(cfg.rules, s.store, cfg.watch, s.metrics, log, &s.closers)
+	if cfg.rulesPG != "" {
+		s.engine, err = openTableRules(ctx, cfg.rulesPG, cfg.postgresMigrate, s.store, cfg.watch, s.metrics, log, &s.closers)
+	} else {
+		s.engine, err = openRules(cfg.rules, s.store, cfg.watch, s.metrics, log, &s.closers)
+	}
 	if err != nil {
 		return nil, err
 	}
