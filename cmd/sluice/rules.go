@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/policy/pgrules"
 )
