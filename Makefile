@@ -3,7 +3,7 @@
 # are modules outside go.work).
 
 SHELL := /bin/bash
-MODULES := . backends/redisstore backends/pgstore cluster conformance conformance/e2e examples policy policy/pgrules httplimit grpclimit cmd/sluice
+MODULES := . backends/redisstore backends/pgstore cluster conformance conformance/e2e examples policy policy/pgrules httplimit grpclimit cmd/sluice sluiceotel
 ALL_MODULES := $(MODULES) bench tools
 PKGS := github.com/sluicehq/sluice/...
 TEST_FLAGS ?= -race -shuffle=on -count=1

@@ -18,7 +18,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 # The recipe's module directories, relative to the clone.
-library_modules=(. backends/redisstore backends/pgstore cluster conformance policy policy/pgrules httplimit grpclimit)
+library_modules=(. backends/redisstore backends/pgstore cluster conformance policy policy/pgrules httplimit grpclimit sluiceotel)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-outside.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -60,6 +60,7 @@ import (
 	_ "github.com/sluicehq/sluice/policy/pgrules"
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/httplimit"
+	_ "github.com/sluicehq/sluice/sluiceotel"
 )
 
 func main() {

@@ -258,7 +258,7 @@ func TestSpanEvents(t *testing.T) {
 				t.Errorf("allowed event has error.type: %v", events[0].Attributes)
 			}
 			if v, ok := a["sluice.key"]; ok != withKey || (withKey && v.AsString() != "client-1") {
-				t.Errorf("sluice.key = %v, %v; want present=%v", v.Emit(), ok, withKey)
+				t.Errorf("sluice.key = %v, %v; want present=%v", v.String(), ok, withKey)
 			}
 			a = attrs(events[1].Attributes)
 			if a["sluice.allowed"].AsBool() || a["sluice.retry_after"].AsFloat64() != denied.RetryAfter.Seconds() || denied.RetryAfter <= 0 {
