@@ -19,6 +19,9 @@
 //     the fields and a problem+json body to deny;
 //   - /metrics (Prometheus), /healthz and /readyz (ready while the store
 //     answers), on the HTTP listener or apart on -admin-addr.
+//   - with -otel, every decision also reported to the global OpenTelemetry
+//     providers (package sluiceotel), which a build that registers
+//     exporters configures from the OTEL_* environment (docs/otel.md).
 //
 // The rules are envoyproxy/ratelimit's YAML with Sluice's extensions
 // (package policy), reloaded when their files change. All descriptors of a

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/policy/pgrules"
+	"github.com/sluicehq/sluice/sluiceotel"
 )
 
 // openRules loads the rules at path into an engine on st; with watch it
@@ -20,12 +21,12 @@ import (
 // changes: a reload that fails (bad YAML, a bad rule) is logged and
 // counted and the rules in force stay. The watcher's stop is appended to
 // closers.
-func openRules(path string, st ratelimit.Store, watch bool, m *metrics, log *slog.Logger, closers *[]func() error) (*policy.Engine, error) {
+func openRules(path string, st ratelimit.Store, watch bool, m *metrics, log *slog.Logger, closers *[]func() error, opts ...policy.Option) (*policy.Engine, error) {
 	set, err := policy.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	engine, err := newEngine(set, st, log, closers)
+	engine, err := newEngine(set, st, log, closers, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +47,7 @@ func openRules(path string, st ratelimit.Store, watch bool, m *metrics, log *slo
 // PostgreSQL database at dsn (policy/pgrules), created first with
 // migrate; with watch the rules follow the table through LISTEN/NOTIFY,
 // with polling while notifications are unavailable.
-func openTableRules(ctx context.Context, dsn string, migrate bool, st ratelimit.Store, watch bool, m *metrics, log *slog.Logger, closers *[]func() error) (*policy.Engine, error) {
+func openTableRules(ctx context.Context, dsn string, migrate bool, st ratelimit.Store, watch bool, m *metrics, log *slog.Logger, closers *[]func() error, opts ...policy.Option) (*policy.Engine, error) {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: -rules-postgres: %w", errConfig, err)
@@ -65,7 +66,7 @@ func openTableRules(ctx context.Context, dsn string, migrate bool, st ratelimit.
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	engine, err := newEngine(set, st, log, closers)
+	engine, err := newEngine(set, st, log, closers, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -80,9 +81,23 @@ func openTableRules(ctx context.Context, dsn string, migrate bool, st ratelimit.
 	return engine, nil
 }
 
-// newEngine returns an engine deciding set on st, closed by closers.
-func newEngine(set *policy.Set, st ratelimit.Store, log *slog.Logger, closers *[]func() error) (*policy.Engine, error) {
-	engine, err := policy.New(set, policy.WithStore(st), policy.WithLogger(log))
+// engineOptions returns the engine options of the flags: with otel, the
+// sluiceotel observer on the global OpenTelemetry providers.
+func engineOptions(otel bool) ([]policy.Option, error) {
+	if !otel {
+		return nil, nil
+	}
+	obs, err := sluiceotel.Observer()
+	if err != nil {
+		return nil, fmt.Errorf("-otel: %w", err)
+	}
+	return []policy.Option{policy.WithObserver(obs)}, nil
+}
+
+// newEngine returns an engine deciding set on st with opts, closed by
+// closers.
+func newEngine(set *policy.Set, st ratelimit.Store, log *slog.Logger, closers *[]func() error, opts ...policy.Option) (*policy.Engine, error) {
+	engine, err := policy.New(set, append([]policy.Option{policy.WithStore(st), policy.WithLogger(log)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}

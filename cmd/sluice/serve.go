@@ -68,6 +68,7 @@ type serveConfig struct {
 	shutdownTimeout time.Duration
 	logFormat       string
 	logLevel        string
+	otel            bool
 }
 
 func newServeFlags(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
@@ -103,6 +104,7 @@ func newServeFlags(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long shutdown waits for in-flight calls")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&c.otel, "otel", false, "report decisions to the global OpenTelemetry providers, which a build of sluice that registers exporters sets (docs/otel.md)")
 	return c, fs
 }
 
@@ -189,10 +191,14 @@ func newServer(ctx context.Context, cfg *serveConfig, log *slog.Logger) (_ *serv
 	if err != nil {
 		return nil, err
 	}
+	engineOpts, err := engineOptions(cfg.otel)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.rulesPG != "" {
-		s.engine, err = openTableRules(ctx, cfg.rulesPG, cfg.postgresMigrate, s.store, cfg.watch, s.metrics, log, &s.closers)
+		s.engine, err = openTableRules(ctx, cfg.rulesPG, cfg.postgresMigrate, s.store, cfg.watch, s.metrics, log, &s.closers, engineOpts...)
 	} else {
-		s.engine, err = openRules(cfg.rules, s.store, cfg.watch, s.metrics, log, &s.closers)
+		s.engine, err = openRules(cfg.rules, s.store, cfg.watch, s.metrics, log, &s.closers, engineOpts...)
 	}
 	if err != nil {
 		return nil, err
