@@ -39,7 +39,7 @@
 //
 // # Cost
 //
-// Without a recording span, an observed decision is two map lookups and
+// Without a recording span, an observed decision is one map lookup and
 // one counter Add with a precomputed attribute set: with the SDK it
 // allocates nothing per call (checked by the tests). Attribute sets are
 // cached per rule name, for at most 4096 rule names; beyond that each

@@ -310,3 +310,44 @@ func TestAllowedDecisionAllocatesNothing(t *testing.T) {
 		t.Errorf("observer allocates %v times per allowed decision without a span, want 0", n)
 	}
 }
+
+// TestManyRulesConcurrently decides for more rule names than the cache
+// holds, from several goroutines, and checks every decision is counted
+// under its rule.
+func TestManyRulesConcurrently(t *testing.T) {
+	const goroutines, rules = 4, 5000
+	// More series than the SDK's default cardinality limit (2000).
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithCardinalityLimit(4*rules))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	obs, err := sluiceotel.Observer(sluiceotel.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	done := make(chan struct{})
+	for g := range goroutines {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range rules {
+				obs(ctx, "k", sluice.Decision{Allowed: (i+g)%2 == 0, Rule: fmt.Sprint("r", i)}, nil)
+			}
+		}()
+	}
+	for range goroutines {
+		<-done
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	points := rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Sum[int64]).DataPoints
+	if len(points) != 2*rules {
+		t.Fatalf("got %d series, want %d (a rule and an outcome each)", len(points), 2*rules)
+	}
+	for _, p := range points {
+		if p.Value != goroutines/2 {
+			t.Fatalf("%v = %d, want %d", p.Attributes, p.Value, goroutines/2)
+		}
+	}
+}
