@@ -30,7 +30,11 @@ import (
 func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, closers *[]func() error) (ratelimit.Store, error) {
 	switch cfg.backend {
 	case "memory":
-		st, err := memstore.New()
+		var opts []memstore.Option
+		if cfg.memoryClock != nil {
+			opts = append(opts, memstore.WithClock(cfg.memoryClock))
+		}
+		st, err := memstore.New(opts...)
 		if err != nil {
 			return nil, err
 		}

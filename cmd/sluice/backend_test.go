@@ -19,16 +19,17 @@ import (
 // skips, or fails under CI=true).
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// backendRules fail closed with a generous budget: on this shared
-// machine the default 5 ms budget can run out, and a failure policy's
-// answer would hide what the store decided.
+// backendRules count per year, so that no window ends during a test on a
+// store that keeps the server's time, and fail closed with a generous
+// budget: on this shared machine the default 5 ms budget can run out, and
+// a failure policy's answer would hide what the store decided.
 const backendRules = `
 domain: backend
 descriptors:
   - key: user
-    rate_limit: {unit: minute, requests_per_unit: 3, budget: 2s, on_failure: closed}
+    rate_limit: {unit: year, requests_per_unit: 3, budget: 2s, on_failure: closed}
   - key: plan
-    rate_limit: {unit: minute, requests_per_unit: 100, budget: 2s, on_failure: closed}
+    rate_limit: {unit: year, requests_per_unit: 100, budget: 2s, on_failure: closed}
 `
 
 // decideThreeThenDeny checks a store end to end: three requests pass, the

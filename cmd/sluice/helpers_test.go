@@ -12,6 +12,7 @@ import (
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluicehq/sluice/core/ratelimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -33,7 +34,17 @@ func testConfig(t *testing.T, rules ...string) *serveConfig {
 	cfg.grpcAddr, cfg.httpAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.watch = false
 	cfg.shutdownTimeout = 5 * time.Second
+	cfg.memoryClock = hourStartClock()
 	return cfg
+}
+
+// hourStartClock runs at real speed from the start of an hour, so that a
+// test deciding within its first second never sees a fixed window of a
+// second, a minute or an hour end under it, whenever it runs.
+func hourStartClock() ratelimit.Clock {
+	start := time.Now()
+	base := start.Truncate(time.Hour).Add(time.Hour).UnixNano()
+	return ratelimit.ClockFunc(func() int64 { return base + int64(time.Since(start)) })
 }
 
 // startServer starts sluice serve in process and stops it at cleanup.

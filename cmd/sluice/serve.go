@@ -66,9 +66,12 @@ type serveConfig struct {
 	maxBodyBytes    int64
 	maxHits         int64
 	shutdownTimeout time.Duration
-	logFormat       string
-	logLevel        string
-	otel            bool
+
+	// memoryClock, set by tests only, is the memory store's clock.
+	memoryClock ratelimit.Clock
+	logFormat   string
+	logLevel    string
+	otel        bool
 }
 
 func newServeFlags(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
