@@ -32,7 +32,7 @@ func privateStore(t *testing.T) *memstore.Store {
 func TestPolicyMiddleware(t *testing.T) {
 	set, err := policy.NewSet(policy.Config{Domain: "api", Descriptors: []policy.DescriptorConfig{
 		{Key: "remote_address", Name: "per-ip", RateLimit: &policy.RateLimit{Unit: "minute", RequestsPerUnit: 2, Algorithm: "gcra"}},
-		{Key: "api_key", Name: "per-key", ShadowMode: true, RateLimit: &policy.RateLimit{Unit: "minute", RequestsPerUnit: 1}},
+		{Key: "api_key", Name: "per-key", ShadowMode: true, RateLimit: &policy.RateLimit{Unit: "minute", RequestsPerUnit: 1, Algorithm: "gcra"}},
 		{Key: "path", Value: "/admin", Name: "no-admin", RateLimit: &policy.RateLimit{Unit: "second", RequestsPerUnit: 0}},
 	}})
 	if err != nil {
