@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
-	"github.com/go-redis/redis_rate/v10"
-	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/backends/redisstore"
 )
@@ -34,24 +31,5 @@ func BenchmarkRedisCoalesce(b *testing.B) {
 				})
 			}
 		}
-	}
-}
-
-// redisRateAP is redis_rate on the client's asynchronous autopipeliner,
-// go-redis's own batching.
-func redisRateAP(b *testing.B, c *redis.Client) taker {
-	ap, err := c.AsyncAutoPipeline()
-	if err != nil {
-		b.Fatal(err)
-	}
-	l := redis_rate.NewLimiter(ap)
-	lim := redis_rate.Limit{Rate: int(redisOpen.Count), Burst: int(redisOpen.Burst), Period: redisOpen.Period}
-	return func(ctx context.Context, key string) bool {
-		res, err := l.Allow(ctx, key, lim)
-		if err != nil {
-			b.Error(err)
-			return false
-		}
-		return res.Allowed > 0
 	}
 }
