@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +86,7 @@ func quotaWindow(l sluice.Limit) (q, w int64) {
 type fieldCache struct {
 	slots  atomicSlice
 	byName sync.Map // rule name -> *ruleFields
+	joined atomic.Pointer[joinedLine]
 }
 
 func (c *fieldCache) get(i int, name string, l sluice.Limit) *ruleFields {
@@ -112,38 +115,73 @@ func reportable(q *Quota) bool {
 	return !q.Decision.ByPolicy && !q.Decision.Limit.IsUnlimited() && q.Decision.Limit.Count > 0
 }
 
-// write sets the selected fields for quotas on hdr.
-func (c *fieldCache) write(hdr http.Header, quotas []Quota, cost int64, cfg *config, now time.Time) {
-	if cfg.headers == 0 {
-		return
+// Canonical names of the fields the middleware writes.
+const (
+	nameRateLimitPolicy     = "Ratelimit-Policy"
+	nameRateLimit           = "Ratelimit"
+	nameLegacyLimit         = "Ratelimit-Limit"
+	nameLegacyRemaining     = "Ratelimit-Remaining"
+	nameLegacyReset         = "Ratelimit-Reset"
+	nameXRateLimitLimit     = "X-Ratelimit-Limit"
+	nameXRateLimitRemaining = "X-Ratelimit-Remaining"
+	nameXRateLimitReset     = "X-Ratelimit-Reset"
+	nameRetryAfter          = "Retry-After"
+)
+
+// maxFields is the most fields appendFields writes: RateLimit-Policy and
+// RateLimit, the two legacy trios and Retry-After.
+const maxFields = 9
+
+// field is one field line as appendFields writes it. line, when not nil,
+// is value as a one-element slice shared by every response (a cached
+// policy item): Middleware puts it in the header as is, without
+// allocating.
+type field struct {
+	name, value string
+	line        []string
+}
+
+// appendFields appends to dst the fields of a decision on quotas at
+// cost: RateLimit-Policy and RateLimit (one line each, an item per
+// reportable quota), the legacy trios cfg selects, and Retry-After when
+// the answer is 429 or 503. err is the decision's error, nil when
+// allowed. It is the one implementation behind Middleware and Formatter.
+func (c *fieldCache) appendFields(dst []field, quotas []Quota, allowed bool, cost int64, err error, cfg *config, now time.Time) []field {
+	if cfg.headers != 0 {
+		dst = c.appendRateLimitFields(dst, quotas, cost, cfg, now)
 	}
+	if allowed {
+		return dst
+	}
+	switch statusCode(allowed, err, quotas) {
+	case http.StatusTooManyRequests:
+		dst = append(dst, field{name: nameRetryAfter, value: formatSeconds(retryAfterOf(quotas))})
+	case http.StatusServiceUnavailable:
+		dst = append(dst, field{name: nameRetryAfter, value: formatSeconds(retryAfterSeconds(cfg.unavailableRetry))})
+	}
+	return dst
+}
+
+// appendRateLimitFields appends the rate-limit fields cfg selects for
+// quotas; none when no quota is reportable.
+func (c *fieldCache) appendRateLimitFields(dst []field, quotas []Quota, cost int64, cfg *config, now time.Time) []field {
 	var strictest *Quota
 	var strictestFields *ruleFields
-	n := 0
-	var one [1]*ruleFields
-	var fields []*ruleFields
+	var fieldsBuf [8]*ruleFields
+	fields := fieldsBuf[:0]
 	for i := range quotas {
 		q := &quotas[i]
 		if !reportable(q) {
 			continue
 		}
 		rf := c.get(i, q.Policy, q.Decision.Limit)
-		if n == 0 {
-			one[0] = rf
-			fields = one[:1]
-		} else {
-			if n == 1 {
-				fields = append(make([]*ruleFields, 0, len(quotas)), one[0])
-			}
-			fields = append(fields, rf)
-		}
-		n++
+		fields = append(fields, rf)
 		if strictest == nil || stricterQuota(q, strictest) {
 			strictest, strictestFields = q, rf
 		}
 	}
-	if n == 0 {
-		return
+	if len(fields) == 0 {
+		return dst
 	}
 	// A denial is atomic: the rules that admitted took nothing, and their
 	// decisions say what remains after a taking that did not happen.
@@ -155,40 +193,84 @@ func (c *fieldCache) write(hdr http.Header, quotas []Quota, cost int64, cfg *con
 		}
 	}
 	if cfg.headers&IETFHeaders != 0 {
-		if n == 1 {
-			hdr["Ratelimit-Policy"] = fields[0].policyLine
-			q := strictest
-			hdr["Ratelimit"] = []string{rateLimitItem(fields[0], q, untaken, cfg.partitionKeys)}
+		if len(fields) == 1 {
+			dst = append(dst, field{name: nameRateLimitPolicy, value: fields[0].policyLine[0], line: fields[0].policyLine})
 		} else {
-			policies := make([]string, 0, 2*n)
-			items := policies[n:n]
-			policies = policies[:0:n]
-			j := 0
-			for i := range quotas {
-				if !reportable(&quotas[i]) {
-					continue
-				}
-				policies = append(policies, fields[j].policyLine[0])
-				items = append(items, rateLimitItem(fields[j], &quotas[i], untaken, cfg.partitionKeys))
-				j++
-			}
-			hdr["Ratelimit-Policy"] = policies
-			hdr["Ratelimit"] = items
+			dst = append(dst, field{name: nameRateLimitPolicy, value: c.joinedPolicy(fields)})
 		}
+		var buf [256]byte
+		b := buf[:0]
+		j := 0
+		for i := range quotas {
+			if !reportable(&quotas[i]) {
+				continue
+			}
+			if j > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendRateLimitItem(b, fields[j], &quotas[i], untaken, cfg.partitionKeys)
+			j++
+		}
+		dst = append(dst, field{name: nameRateLimit, value: string(b)})
 	}
 	if cfg.headers&(LegacyDraftHeaders|XRateLimitHeaders) != 0 {
 		limit := formatSeconds(strictestFields.quota)
 		remaining := formatSeconds(available(strictest, untaken))
 		reset := windowSeconds(strictest)
 		if cfg.headers&LegacyDraftHeaders != 0 {
-			hdr["Ratelimit-Limit"] = []string{limit}
-			hdr["Ratelimit-Remaining"] = []string{remaining}
-			hdr["Ratelimit-Reset"] = []string{formatSeconds(reset)}
+			dst = append(dst, field{name: nameLegacyLimit, value: limit},
+				field{name: nameLegacyRemaining, value: remaining},
+				field{name: nameLegacyReset, value: formatSeconds(reset)})
 		}
 		if cfg.headers&XRateLimitHeaders != 0 {
-			hdr["X-Ratelimit-Limit"] = []string{limit}
-			hdr["X-Ratelimit-Remaining"] = []string{remaining}
-			hdr["X-Ratelimit-Reset"] = []string{formatSeconds(now.Unix() + reset)}
+			dst = append(dst, field{name: nameXRateLimitLimit, value: limit},
+				field{name: nameXRateLimitRemaining, value: remaining},
+				field{name: nameXRateLimitReset, value: formatSeconds(now.Unix() + reset)})
+		}
+	}
+	return dst
+}
+
+// joinedPolicy returns the RateLimit-Policy line of several rules: their
+// cached items joined by commas. The last line built is kept, so that a
+// stream of requests meeting the same rules shares one.
+func (c *fieldCache) joinedPolicy(fields []*ruleFields) string {
+	if j := c.joined.Load(); j != nil && slices.Equal(j.rules, fields) {
+		return j.line
+	}
+	n := 0
+	for _, rf := range fields {
+		n += len(rf.policyLine[0]) + 2
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for i, rf := range fields {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(rf.policyLine[0])
+	}
+	j := &joinedLine{rules: slices.Clone(fields), line: sb.String()}
+	c.joined.Store(j)
+	return j.line
+}
+
+// joinedLine is a RateLimit-Policy line of several rules and the rules it
+// was built from, compared by pointer (a rule's fields change pointer
+// when its limit does).
+type joinedLine struct {
+	rules []*ruleFields
+	line  string
+}
+
+// write sets the fields appendFields writes on hdr, each as one line.
+func (c *fieldCache) write(hdr http.Header, quotas []Quota, allowed bool, cost int64, err error, cfg *config, now time.Time) {
+	var buf [maxFields]field
+	for _, f := range c.appendFields(buf[:0], quotas, allowed, cost, err, cfg, now) {
+		if f.line != nil {
+			hdr[f.name] = f.line
+		} else {
+			hdr[f.name] = []string{f.value}
 		}
 	}
 }
@@ -229,11 +311,16 @@ func windowSeconds(q *Quota) int64 {
 }
 
 // rateLimitItem returns q's RateLimit item: `"name";r=R;t=T[;pk=:…:]`.
-// The name part comes from httpsfv (see ruleFields); the parameters are
-// non-negative integers, written directly.
 func rateLimitItem(rf *ruleFields, q *Quota, untaken int64, pk bool) string {
 	var buf [128]byte
-	b := append(buf[:0], rf.itemPrefix...)
+	return string(appendRateLimitItem(buf[:0], rf, q, untaken, pk))
+}
+
+// appendRateLimitItem appends q's RateLimit item to b. The name part
+// comes from httpsfv (see ruleFields); the parameters are non-negative
+// integers, written directly.
+func appendRateLimitItem(b []byte, rf *ruleFields, q *Quota, untaken int64, pk bool) []byte {
+	b = append(b, rf.itemPrefix...)
 	b = strconv.AppendInt(b, available(q, untaken), 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, windowSeconds(q), 10)
@@ -243,7 +330,7 @@ func rateLimitItem(rf *ruleFields, q *Quota, untaken int64, pk bool) string {
 		b = base64.StdEncoding.AppendEncode(b, sum[:12])
 		b = append(b, ':')
 	}
-	return string(b)
+	return b
 }
 
 // maxSeconds bounds every seconds value sent: the structured-field

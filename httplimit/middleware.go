@@ -226,12 +226,11 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, quotas []Quota,
 	if allowed {
 		err = nil // a fail-open rule's error is the rule's business
 	}
-	hdr := w.Header()
 	now := time.Time{}
 	if h.cfg.headers&(XRateLimitHeaders) != 0 {
 		now = time.Now()
 	}
-	h.fields.write(hdr, quotas, cost, &h.cfg, now)
+	h.fields.write(w.Header(), quotas, allowed, cost, err, &h.cfg, now)
 	if h.cfg.onDecision != nil {
 		res := result(quotas, allowed, cost, err)
 		h.cfg.onDecision(r, &res)
@@ -241,12 +240,6 @@ func (h *handler) finish(w http.ResponseWriter, r *http.Request, quotas []Quota,
 		return
 	}
 	status := statusCode(allowed, err, quotas)
-	switch status {
-	case http.StatusTooManyRequests:
-		hdr["Retry-After"] = []string{formatSeconds(retryAfterOf(quotas))}
-	case http.StatusServiceUnavailable:
-		hdr["Retry-After"] = []string{formatSeconds(retryAfterSeconds(h.cfg.unavailableRetry))}
-	}
 	res := result(quotas, allowed, cost, err)
 	if h.cfg.deny != nil {
 		h.cfg.deny(w, r, res)

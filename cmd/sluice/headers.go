@@ -1,8 +1,9 @@
 package main
 
 import (
-	"context"
-	"net/http"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
@@ -21,38 +22,36 @@ func appendQuotas(q []httplimit.Quota, res *policy.Result) []httplimit.Quota {
 	return q
 }
 
-// fieldsRequest carries a decided result to fieldWriter.
-type fieldsRequest struct {
-	res  *policy.Result
-	hits int64
-}
+// fieldFormatter formats the fields of the RLS and /json answers with
+// httplimit's own code, so they are exactly what an HTTP client of
+// httplimit (or of /forward-auth) gets. It caches each rule's policy item.
+var fieldFormatter = httplimit.NewFormatter()
 
-type fieldsKey struct{}
+// quotaPool recycles the quotas of rateLimitHeaders: a Result's Quotas
+// escape through AppendFields (its Err may be kept), so a stack array
+// would move to the heap on every call.
+var quotaPool = sync.Pool{New: func() any { s := make([]httplimit.Quota, 0, 8); return &s }}
 
-// fieldWriter is httplimit's middleware over decisions already made: it
-// writes exactly the fields (RateLimit-Policy, RateLimit, Retry-After) an
-// HTTP client of httplimit gets, so the RLS headers and the HTTP answers
-// share one formatter.
-var fieldWriter = httplimit.Middleware(
-	httplimit.ByFunc(func(r *http.Request, _ int64, q []httplimit.Quota) ([]httplimit.Quota, bool, error) {
-		fr := r.Context().Value(fieldsKey{}).(*fieldsRequest)
-		return appendQuotas(q, fr.res), fr.res.Allowed, nil
-	}),
-	httplimit.WithCost(func(r *http.Request) int64 { return r.Context().Value(fieldsKey{}).(*fieldsRequest).hits }),
-	httplimit.WithDenyHandler(func(http.ResponseWriter, *http.Request, httplimit.Result) {}),
-)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-
-// headerRecorder is a ResponseWriter that keeps only the header.
-type headerRecorder http.Header
-
-func (h headerRecorder) Header() http.Header       { return http.Header(h) }
-func (headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
-func (headerRecorder) WriteHeader(int)             {}
-
-// rateLimitFields returns the header fields httplimit sends for res.
-func rateLimitFields(ctx context.Context, res *policy.Result, hits int64) http.Header {
-	h := make(http.Header, 3)
-	r := (&http.Request{}).WithContext(context.WithValue(ctx, fieldsKey{}, &fieldsRequest{res: res, hits: hits}))
-	fieldWriter.ServeHTTP(headerRecorder(h), r)
-	return h
+// appendHeaders appends to out the response_headers_to_add of res,
+// decided at hits: RateLimit-Policy, RateLimit and, on a 429,
+// Retry-After. Each header lives in vals, appended to; with room for
+// them in both, nothing is allocated but the RateLimit value.
+func appendHeaders(out []*corev3.HeaderValue, vals []corev3.HeaderValue, res *policy.Result, hits int64) []*corev3.HeaderValue {
+	qp := quotaPool.Get().(*[]httplimit.Quota)
+	hr := httplimit.Result{Allowed: res.Allowed, Cost: hits, Quotas: appendQuotas((*qp)[:0], res)}
+	var buf [4]httplimit.Field
+	fields := fieldFormatter.AppendFields(buf[:0], &hr)
+	clear(hr.Quotas)
+	*qp = hr.Quotas[:0]
+	quotaPool.Put(qp)
+	if cap(vals)-len(vals) < len(fields) {
+		vals = make([]corev3.HeaderValue, 0, len(fields))
+	}
+	for _, f := range fields {
+		vals = append(vals, corev3.HeaderValue{})
+		v := &vals[len(vals)-1]
+		v.Key, v.Value = f.Name, f.Value
+		out = append(out, v)
+	}
+	return out
 }

@@ -88,7 +88,7 @@ func (s *service) handleJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	for _, hv := range resp.GetResponseHeadersToAdd() {
-		h.Set(hv.GetKey(), hv.GetValue())
+		h.Add(hv.GetKey(), hv.GetValue())
 	}
 	h.Set("Content-Type", "application/json")
 	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {

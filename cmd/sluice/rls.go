@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
-	"slices"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -51,7 +49,7 @@ func (s *service) shouldRateLimit(ctx context.Context, api string, req *rlsv3.Ra
 	if err != nil && !answeredByPolicy(&res, err) {
 		return nil, err
 	}
-	return toRLS(ctx, &res, hits), nil
+	return toRLS(&res, hits), nil
 }
 
 // fromRLS converts an RLS request into the engine's descriptors and hit
@@ -111,20 +109,28 @@ func (s *service) fromRLS(req *rlsv3.RateLimitRequest) ([]policy.Descriptor, int
 // limit_remaining MaxUint32 when unlimited; a shadow-mode denial is OK),
 // the overall code, and the draft-11 RateLimit fields as
 // response_headers_to_add.
-func toRLS(ctx context.Context, res *policy.Result, hits int64) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(res.Statuses)),
+func toRLS(res *policy.Result, hits int64) *rlsv3.RateLimitResponse {
+	// A response to a few descriptors is one allocation; more take three.
+	var resp *rlsv3.RateLimitResponse
+	var block []rlsStatus
+	if n := len(res.Statuses); n <= smallAnswer {
+		a := &rlsAnswer{}
+		resp, block = &a.resp, a.parts[:n]
+		resp.Statuses = a.statuses[:n]
+		resp.ResponseHeadersToAdd = appendHeaders(a.headerPtrs[:0], a.headers[:0], res, hits)
+	} else {
+		resp = &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+		block = make([]rlsStatus, n)
+		resp.ResponseHeadersToAdd = appendHeaders(nil, nil, res, hits)
 	}
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	if !res.Allowed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	// One allocation for every status and limit of the response.
-	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(res.Statuses))
-	limits := make([]rlsv3.RateLimitResponse_RateLimit, len(res.Statuses))
 	for i := range res.Statuses {
 		st := &res.Statuses[i]
-		out := &statuses[i]
+		b := &block[i]
+		out := &b.status
 		resp.Statuses[i] = out
 		out.Code = rlsv3.RateLimitResponse_OK
 		switch {
@@ -136,16 +142,40 @@ func toRLS(ctx context.Context, res *policy.Result, hits int64) *rlsv3.RateLimit
 			if !d.Allowed && !st.Shadow {
 				out.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			}
-			lim := &limits[i]
+			lim := &b.limit
 			lim.Name = d.Rule
 			lim.RequestsPerUnit, lim.Unit = rlsUnit(d.Limit.Count, d.Limit.Period)
 			out.CurrentLimit = lim
 			out.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
-			out.DurationUntilReset = durationpb.New(d.ResetAfter)
+			b.reset.Seconds, b.reset.Nanos = int64(d.ResetAfter/time.Second), int32(d.ResetAfter%time.Second)
+			out.DurationUntilReset = &b.reset
 		}
 	}
-	resp.ResponseHeadersToAdd = headerValues(rateLimitFields(ctx, res, hits))
+	if len(resp.ResponseHeadersToAdd) == 0 {
+		resp.ResponseHeadersToAdd = nil
+	}
 	return resp
+}
+
+// smallAnswer is the most descriptors whose response rlsAnswer holds.
+const smallAnswer = 4
+
+// rlsAnswer is a whole response to at most smallAnswer descriptors, with
+// room for the three fields of rateLimitHeaders, allocated at once.
+type rlsAnswer struct {
+	resp       rlsv3.RateLimitResponse
+	statuses   [smallAnswer]*rlsv3.RateLimitResponse_DescriptorStatus
+	parts      [smallAnswer]rlsStatus
+	headers    [3]corev3.HeaderValue
+	headerPtrs [3]*corev3.HeaderValue
+}
+
+// rlsStatus is one descriptor's part of a response, allocated with the
+// others': its status, limit and duration until reset.
+type rlsStatus struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	limit  rlsv3.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
 }
 
 // rlsUnit expresses count per period in RLS units: the period's own unit
@@ -180,30 +210,4 @@ var rlsUnits = []struct {
 	{time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR},
 	{time.Minute, rlsv3.RateLimitResponse_RateLimit_MINUTE},
 	{time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND},
-}
-
-// headerValues converts header fields to RLS response_headers_to_add,
-// in a fixed order.
-func headerValues(h http.Header) []*corev3.HeaderValue {
-	if len(h) == 0 {
-		return nil
-	}
-	names := make([]string, 0, len(h))
-	n := 0
-	for name, vs := range h {
-		names = append(names, name)
-		n += len(vs)
-	}
-	slices.Sort(names)
-	vals := make([]corev3.HeaderValue, n)
-	out := make([]*corev3.HeaderValue, n)
-	i := 0
-	for _, name := range names {
-		for _, v := range h[name] {
-			vals[i].Key, vals[i].Value = name, v
-			out[i] = &vals[i]
-			i++
-		}
-	}
-	return out
 }
