@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -79,5 +80,18 @@ func TestOtelFlag(t *testing.T) {
 	}
 	if decisions != 1 {
 		t.Fatalf("sluice.decisions = %d after one decision, want 1", decisions)
+	}
+}
+
+// TestOtelFlagHelpSaysNoExporter checks that -h does not let a user
+// believe -otel alone exports anything: the stock binary links no
+// exporter (docs/otel.md).
+func TestOtelFlagHelpSaysNoExporter(t *testing.T) {
+	_, fs := newServeFlags(io.Discard)
+	usage := fs.Lookup("otel").Usage
+	for _, want := range []string{"links no exporter", "reports nothing unless", "docs/otel.md"} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("-otel help lacks %q: %s", want, usage)
+		}
 	}
 }

@@ -107,7 +107,7 @@ func newServeFlags(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long shutdown waits for in-flight calls")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.BoolVar(&c.otel, "otel", false, "report decisions to the global OpenTelemetry providers, which a build of sluice that registers exporters sets (docs/otel.md)")
+	fs.BoolVar(&c.otel, "otel", false, "report decisions to the global OpenTelemetry providers; the stock binary links no exporter, so this reports nothing unless sluice is built with one (docs/otel.md)")
 	return c, fs
 }
 
