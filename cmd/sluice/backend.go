@@ -125,14 +125,33 @@ func openStore(ctx context.Context, cfg *serveConfig, log *slog.Logger, closers 
 	return nil, fmt.Errorf("%w: -backend %q: want memory, redis, redis-cluster, postgres or cluster", errConfig, cfg.backend)
 }
 
-// probeStore asks the store for a peek (a take of cost 0) on a key of its
-// own: an answer means the store is reachable; nothing is consumed.
+// Readiness probe: a key no rule decides, under a limit that always
+// admits (a billion per second) and whose state expires within a second.
+const (
+	probeNamespace = "sluice-readyz"
+	probeKey       = "probe"
+)
+
+// probeLimit is the probe key's limit.
+var probeLimit = ratelimit.Every(time.Second, 1_000_000_000)
+
+// probeStore takes one unit from the probe key: an answer proves the
+// store is reachable and accepts writes (PostgreSQL commits a
+// transaction that updates a row, Redis runs a script that sets a key),
+// which a peek would not (a PostgreSQL peek only locks and rolls back).
+// Nothing is taken from a rule's key.
 func probeStore(ctx context.Context, st ratelimit.Store) error {
 	alg, ok := catalog.ByName("gcra")
 	if !ok {
 		return fmt.Errorf("no gcra algorithm")
 	}
-	_, err := st.Apply(ctx, ratelimit.Check{Namespace: "sluice-readyz", Key: "probe", Algorithm: alg,
-		Limit: ratelimit.Every(time.Second, 1), Cost: 0})
-	return err
+	out, err := st.Apply(ctx, ratelimit.Check{Namespace: probeNamespace, Key: probeKey, Algorithm: alg,
+		Limit: probeLimit, Cost: 1})
+	if err != nil {
+		return err
+	}
+	if !out.Allowed {
+		return fmt.Errorf("the probe key's take was denied: nothing was written")
+	}
+	return nil
 }

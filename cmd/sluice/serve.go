@@ -26,7 +26,7 @@ const serveSynopsis = `Serve rate-limit decisions for gateways:
   gRPC   envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (Envoy, Istio, Contour, Gloo)
   HTTP   POST /json (envoyproxy/ratelimit's JSON API)
          GET  /forward-auth?domain=D (Caddy forward_auth, Traefik ForwardAuth, nginx auth_request)
-  admin  /metrics (Prometheus), /healthz, /readyz (ready when the store answers)
+  admin  /metrics (Prometheus), /healthz, /readyz (ready when the store takes a write)
 The rules (envoy ratelimit YAML with Sluice extensions) come from -rules, a
 file or a directory, or from -rules-postgres, the RateLimitRule table of
 policy/pgrules, and are reloaded when they change; invalid new rules
@@ -277,8 +277,8 @@ func newServer(ctx context.Context, cfg *serveConfig, log *slog.Logger) (_ *serv
 	return s, nil
 }
 
-// handleReady answers 200 when the store answers a peek within a second,
-// 503 otherwise and while shutting down.
+// handleReady answers 200 when the store takes a unit from the probe key
+// (probeStore) within a second, 503 otherwise and while shutting down.
 func (s *server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if !s.ready.Load() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
