@@ -33,11 +33,14 @@ number of callers (-rate 0 -concurrency N), for -duration. A progress line
 is printed every second; at the end: latency P50/P99/P99.9, throughput,
 errors, and the admitted count against what an exact limiter admits for
 the same traffic (drift). The exact limiter replays every answered request
-at its send time through -algorithm with the rule's limit (taken from the
-first answer, or from -limit and -period), one bucket per key.
+at its send time through -algorithm, deciding every descriptor of the
+request atomically, as the service does: each descriptor's rule limit
+comes from the first answer (or from -limit and -period, for all), one
+bucket per distinct descriptor value.
 
 Keys: "{key}" in -descriptor (or -header) becomes key0..key<N-1>, N = -keys,
-spread round robin.
+spread round robin; a descriptor without "{key}" is one bucket shared by
+every key.
 
   sluice loadtest -protocol grpc -addr 127.0.0.1:8081 -domain bench \
     -descriptor 'user={key}' -keys 20 -rate 2000 -duration 30s`
@@ -72,15 +75,15 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 	fs.StringVar(&c.protocol, "protocol", "grpc", "grpc, json or forward-auth")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8081", "host:port of sluice serve (gRPC or HTTP listener); loopback only")
 	fs.StringVar(&c.domain, "domain", "", "rules domain (required)")
-	fs.StringVar(&c.descriptor, "descriptor", "user={key}", "one descriptor, key=value entries separated by ','; {key} is the key")
+	fs.StringVar(&c.descriptor, "descriptor", "user={key}", "the request's descriptors: ';' between descriptors, ',' between key=value entries; {key} is the key")
 	fs.StringVar(&c.header, "header", "X-Api-Key: {key}", "forward-auth: the request header carrying the key")
 	fs.IntVar(&c.keys, "keys", 1, "number of distinct keys")
 	fs.Float64Var(&c.rate, "rate", 1000, "target requests per second in all; 0 sends as fast as -concurrency callers can")
 	fs.IntVar(&c.concurrency, "concurrency", 64, "callers in flight at most")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to send (at most 10m)")
 	fs.StringVar(&c.algorithm, "algorithm", "fixedwindow", "algorithm of the exact limiter the drift compares with (the rule's)")
-	fs.Int64Var(&c.limit, "limit", 0, "the rule's requests per -period; 0 reads it from the first answer")
-	fs.DurationVar(&c.period, "period", 0, "the rule's period (with -limit)")
+	fs.Int64Var(&c.limit, "limit", 0, "every descriptor's rule's requests per -period; 0 reads each from the first answer")
+	fs.DurationVar(&c.period, "period", 0, "the rules' period (with -limit)")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Second, "per-request timeout")
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return usageCode(err)
@@ -154,29 +157,33 @@ type sample struct {
 	latency time.Duration
 }
 
-// caller sends one request for key and returns its outcome, and the
-// rule's limit when the answer says it.
-type caller func(ctx context.Context, key int) (outcome, ratelimit.Limit, error)
+// caller sends one request for key and returns its outcome and, when the
+// answer says them, the limits of the request's rules: one per descriptor
+// (RLS statuses, in request order) or per RateLimit-Policy item
+// (forward-auth), the zero Limit where no limited rule matched.
+type caller func(ctx context.Context, key int) (outcome, []ratelimit.Limit, error)
 
 // loadReport is what a load test measured.
 type loadReport struct {
 	elapsed                    time.Duration
 	samples                    []sample
 	admitted, denied, errors   int64
-	missed                     int64 // scheduled requests not sent: every caller was busy
-	limit                      ratelimit.Limit
-	exact                      int64 // what the exact limiter admits
+	missed                     int64                            // scheduled requests not sent: every caller was busy
+	limits                     []ratelimit.Limit                // per descriptor; zero where no limited rule matched
+	bucket                     func(key, descriptor int) string // the bucket a descriptor of key's request takes from
+	exact                      int64                            // what the exact limiter admits
 	p50, p99, p999, maxLatency time.Duration
 	firstError                 error
 }
 
 func loadtest(ctx context.Context, c *loadConfig, progress io.Writer) (*loadReport, error) {
-	call, closeFn, err := newCaller(c)
+	tg, err := newTarget(c)
 	if err != nil {
 		return nil, err
 	}
-	defer closeFn()
-	rep := &loadReport{}
+	defer tg.close()
+	call := tg.call
+	rep := &loadReport{bucket: tg.bucket}
 	var (
 		mu        sync.Mutex
 		limitSeen atomic.Bool
@@ -184,7 +191,9 @@ func loadtest(ctx context.Context, c *loadConfig, progress io.Writer) (*loadRepo
 		firstErr  atomic.Pointer[error]
 	)
 	if c.limit > 0 {
-		rep.limit = ratelimit.Every(c.period, c.limit)
+		for range max(tg.descriptors, 1) {
+			rep.limits = append(rep.limits, ratelimit.Every(c.period, c.limit))
+		}
 		limitSeen.Store(true)
 	}
 	perWorker := make([][]sample, c.concurrency)
@@ -215,10 +224,10 @@ func loadtest(ctx context.Context, c *loadConfig, progress io.Writer) (*loadRepo
 					firstErr.CompareAndSwap(nil, &err)
 					continue
 				}
-				if !limitSeen.Load() && lim.Count > 0 {
+				if !limitSeen.Load() && anyLimit(lim) {
 					mu.Lock()
 					if !limitSeen.Load() {
-						rep.limit = lim
+						rep.limits = lim
 						limitSeen.Store(true)
 					}
 					mu.Unlock()
@@ -303,8 +312,8 @@ func loadtest(ctx context.Context, c *loadConfig, progress io.Writer) (*loadRepo
 	if len(lat) > 0 {
 		rep.maxLatency = lat[len(lat)-1]
 	}
-	if rep.limit.Count > 0 {
-		rep.exact, err = exactAdmissions(rep.samples, c.algorithm, rep.limit)
+	if anyLimit(rep.limits) {
+		rep.exact, err = exactAdmissions(rep.samples, c.algorithm, rep.limits, rep.bucket)
 		if err != nil {
 			return nil, err
 		}
@@ -321,25 +330,61 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// anyLimit reports whether some rule of limits is limited.
+func anyLimit(limits []ratelimit.Limit) bool {
+	for _, l := range limits {
+		if l.Count > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // exactAdmissions replays the answered requests in send order through
-// the algorithm, one bucket per key, and counts what it admits.
-func exactAdmissions(samples []sample, algorithm string, l ratelimit.Limit) (int64, error) {
+// the algorithm and counts what it admits. A request takes one unit from
+// the bucket of each of its descriptors with a limit (bucket names them)
+// when every one of them admits, and nothing otherwise: the service's
+// atomic decision.
+func exactAdmissions(samples []sample, algorithm string, limits []ratelimit.Limit, bucket func(key, descriptor int) string) (int64, error) {
 	alg, _ := catalog.ByName(algorithm)
-	if err := l.Validate(); err != nil {
-		return 0, err
+	for _, l := range limits {
+		if l.Count == 0 {
+			continue
+		}
+		if err := l.Validate(); err != nil {
+			return 0, err
+		}
 	}
 	sorted := slices.Clone(samples)
 	slices.SortFunc(sorted, func(a, b sample) int { return int(min(max(a.sent-b.sent, -1), 1)) })
-	states := map[int32][]byte{}
+	type bucketID struct {
+		descriptor int
+		name       string
+	}
+	states := map[bucketID][]byte{}
+	next := make([][]byte, len(limits))
 	var n int64
 	for _, s := range sorted {
-		o, st, err := alg.Decide(states[s.key], s.sent, l, 1, nil)
-		if err != nil {
-			return 0, err
+		allowed := true
+		for i, l := range limits {
+			if l.Count == 0 {
+				continue
+			}
+			o, st, err := alg.Decide(states[bucketID{i, bucket(int(s.key), i)}], s.sent, l, 1, nil)
+			if err != nil {
+				return 0, err
+			}
+			allowed = allowed && o.Allowed
+			next[i] = st
 		}
-		if o.Allowed {
-			n++
-			states[s.key] = st
+		if !allowed {
+			continue
+		}
+		n++
+		for i, l := range limits {
+			if l.Count > 0 {
+				states[bucketID{i, bucket(int(s.key), i)}] = next[i]
+			}
 		}
 	}
 	return n, nil
@@ -356,15 +401,21 @@ func (r *loadReport) print(w io.Writer, c *loadConfig) {
 	fmt.Fprintf(w, "requests   %d in %.2fs: %.1f req/s; admitted %d, denied %d, errors %d, missed slots %d\n",
 		total, r.elapsed.Seconds(), float64(total)/r.elapsed.Seconds(), r.admitted, r.denied, r.errors, r.missed)
 	fmt.Fprintf(w, "latency    p50 %s  p99 %s  p99.9 %s  max %s\n", ms(r.p50), ms(r.p99), ms(r.p999), ms(r.maxLatency))
-	if r.limit.Count > 0 && r.exact > 0 {
+	if anyLimit(r.limits) && r.exact > 0 {
 		var admittedAnswered int64
 		for _, s := range r.samples {
 			if s.out == admitted {
 				admittedAnswered++
 			}
 		}
-		fmt.Fprintf(w, "drift      admitted %d; exact %s %d per %v per key admits %d: %+.2f%%\n",
-			admittedAnswered, c.algorithm, r.limit.Count, r.limit.Period, r.exact,
+		var rules []string
+		for i, l := range r.limits {
+			if l.Count > 0 {
+				rules = append(rules, fmt.Sprintf("#%d %d per %v", i+1, l.Count, l.Period))
+			}
+		}
+		fmt.Fprintf(w, "drift      admitted %d; exact %s over every descriptor (%s) admits %d: %+.2f%%\n",
+			admittedAnswered, c.algorithm, strings.Join(rules, ", "), r.exact,
 			100*float64(admittedAnswered-r.exact)/float64(r.exact))
 	} else {
 		fmt.Fprintln(w, "drift      unknown: no answer named the rule's limit (set -limit and -period)")
@@ -376,95 +427,128 @@ func (r *loadReport) print(w io.Writer, c *loadConfig) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond)) }
 
-// newCaller returns the caller for c.protocol and its cleanup.
-func newCaller(c *loadConfig) (caller, func(), error) {
-	entries, err := parseLoadDescriptor(c.descriptor)
+// target is what a load test drives: how to call it, and what the exact
+// limiter needs to know of its requests.
+type target struct {
+	call caller
+	// descriptors is the number of descriptors of each request; 0 for
+	// forward-auth, whose descriptors the service builds.
+	descriptors int
+	// bucket names the bucket that the descriptor-th descriptor of key's
+	// request takes from: its entries with the key filled in, so that a
+	// descriptor without {key} is one bucket for every key. Forward-auth
+	// does not say which rule reads which part of the request: each rule
+	// (RateLimit-Policy item) is taken to be keyed by -header.
+	bucket func(key, descriptor int) string
+	close  func()
+}
+
+// newTarget returns the target of c.protocol.
+func newTarget(c *loadConfig) (*target, error) {
+	descs, err := parseLoadDescriptors(c.descriptor)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	keyNames := make([]string, c.keys)
 	for i := range keyNames {
 		keyNames[i] = "key" + strconv.Itoa(i)
 	}
 	fill := func(s string, key int) string { return strings.ReplaceAll(s, "{key}", keyNames[key]) }
+	// The request's descriptors for every key, and their bucket names.
+	rlsDescs := make([][]*commonv3.RateLimitDescriptor, c.keys)
+	names := make([][]string, c.keys)
+	for k := range rlsDescs {
+		for _, entries := range descs {
+			d := &commonv3.RateLimitDescriptor{}
+			var name strings.Builder
+			for j, e := range entries {
+				d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: e[0], Value: fill(e[1], k)})
+				if j > 0 {
+					name.WriteByte(',')
+				}
+				name.WriteString(e[0] + "=" + fill(e[1], k))
+			}
+			rlsDescs[k] = append(rlsDescs[k], d)
+			names[k] = append(names[k], name.String())
+		}
+	}
+	tg := &target{descriptors: len(descs), bucket: func(key, i int) string { return names[key][i] }}
 	switch c.protocol {
 	case "grpc":
 		conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		client := rlsv3.NewRateLimitServiceClient(conn)
 		reqs := make([]*rlsv3.RateLimitRequest, c.keys)
 		for k := range reqs {
-			d := &commonv3.RateLimitDescriptor{}
-			for _, e := range entries {
-				d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: e[0], Value: fill(e[1], k)})
-			}
-			reqs[k] = &rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*commonv3.RateLimitDescriptor{d}}
+			reqs[k] = &rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: rlsDescs[k]}
 		}
-		return func(ctx context.Context, key int) (outcome, ratelimit.Limit, error) {
+		tg.call = func(ctx context.Context, key int) (outcome, []ratelimit.Limit, error) {
 			resp, err := client.ShouldRateLimit(ctx, reqs[key])
 			if err != nil {
-				return failed, ratelimit.Limit{}, err
+				return failed, nil, err
 			}
 			return rlsOutcome(resp)
-		}, func() { conn.Close() }, nil
+		}
+		tg.close = func() { conn.Close() }
+		return tg, nil
 	case "json":
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.concurrency, MaxConnsPerHost: c.concurrency}}
 		bodies := make([][]byte, c.keys)
 		for k := range bodies {
-			d := &commonv3.RateLimitDescriptor{}
-			for _, e := range entries {
-				d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: e[0], Value: fill(e[1], k)})
-			}
-			bodies[k], err = protojson.Marshal(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*commonv3.RateLimitDescriptor{d}})
+			bodies[k], err = protojson.Marshal(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: rlsDescs[k]})
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 		u := "http://" + c.addr + "/json"
-		return func(ctx context.Context, key int) (outcome, ratelimit.Limit, error) {
+		tg.call = func(ctx context.Context, key int) (outcome, []ratelimit.Limit, error) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(bodies[key]))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := client.Do(req)
 			if err != nil {
-				return failed, ratelimit.Limit{}, err
+				return failed, nil, err
 			}
 			b, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if err != nil {
-				return failed, ratelimit.Limit{}, err
+				return failed, nil, err
 			}
 			if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
-				return failed, ratelimit.Limit{}, fmt.Errorf("/json: status %d: %s", resp.StatusCode, b)
+				return failed, nil, fmt.Errorf("/json: status %d: %s", resp.StatusCode, b)
 			}
 			var out rlsv3.RateLimitResponse
 			if err := protojson.Unmarshal(b, &out); err != nil {
-				return failed, ratelimit.Limit{}, err
+				return failed, nil, err
 			}
 			return rlsOutcome(&out)
-		}, client.CloseIdleConnections, nil
+		}
+		tg.close = client.CloseIdleConnections
+		return tg, nil
 	}
 	// forward-auth
 	name, value, ok := strings.Cut(c.header, ":")
 	if !ok {
-		return nil, nil, fmt.Errorf("-header %q: want Name: value", c.header)
+		return nil, fmt.Errorf("-header %q: want Name: value", c.header)
 	}
 	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.concurrency, MaxConnsPerHost: c.concurrency}}
 	u := "http://" + c.addr + "/forward-auth?domain=" + url.QueryEscape(c.domain)
-	return func(ctx context.Context, key int) (outcome, ratelimit.Limit, error) {
+	tg.descriptors = 0
+	tg.bucket = func(key, _ int) string { return keyNames[key] }
+	tg.call = func(ctx context.Context, key int) (outcome, []ratelimit.Limit, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		req.Header.Set("X-Forwarded-Method", "GET")
 		req.Header.Set("X-Forwarded-Uri", "/")
 		req.Header.Set(name, fill(value, key))
 		resp, err := client.Do(req)
 		if err != nil {
-			return failed, ratelimit.Limit{}, err
+			return failed, nil, err
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		lim := policyLimit(resp.Header.Values("RateLimit-Policy"))
+		lim := policyLimits(resp.Header.Values("RateLimit-Policy"))
 		switch resp.StatusCode {
 		case http.StatusOK:
 			return admitted, lim, nil
@@ -472,26 +556,29 @@ func newCaller(c *loadConfig) (caller, func(), error) {
 			return denied, lim, nil
 		}
 		return failed, lim, fmt.Errorf("/forward-auth: status %d", resp.StatusCode)
-	}, client.CloseIdleConnections, nil
+	}
+	tg.close = client.CloseIdleConnections
+	return tg, nil
 }
 
-// rlsOutcome reads an RLS answer: admitted or denied, and the first
-// status's limit.
-func rlsOutcome(resp *rlsv3.RateLimitResponse) (outcome, ratelimit.Limit, error) {
-	var lim ratelimit.Limit
-	if st := resp.GetStatuses(); len(st) > 0 && st[0].GetCurrentLimit() != nil {
-		cl := st[0].GetCurrentLimit()
-		if p := unitPeriod(cl.GetUnit()); p > 0 && cl.GetRequestsPerUnit() > 0 {
-			lim = ratelimit.Every(p, int64(cl.GetRequestsPerUnit()))
+// rlsOutcome reads an RLS answer: admitted or denied, and each status's
+// limit.
+func rlsOutcome(resp *rlsv3.RateLimitResponse) (outcome, []ratelimit.Limit, error) {
+	lims := make([]ratelimit.Limit, len(resp.GetStatuses()))
+	for i, st := range resp.GetStatuses() {
+		if cl := st.GetCurrentLimit(); cl != nil {
+			if p := unitPeriod(cl.GetUnit()); p > 0 && cl.GetRequestsPerUnit() > 0 {
+				lims[i] = ratelimit.Every(p, int64(cl.GetRequestsPerUnit()))
+			}
 		}
 	}
 	switch resp.GetOverallCode() {
 	case rlsv3.RateLimitResponse_OK:
-		return admitted, lim, nil
+		return admitted, lims, nil
 	case rlsv3.RateLimitResponse_OVER_LIMIT:
-		return denied, lim, nil
+		return denied, lims, nil
 	}
-	return failed, lim, fmt.Errorf("overall code %v", resp.GetOverallCode())
+	return failed, lims, fmt.Errorf("overall code %v", resp.GetOverallCode())
 }
 
 // unitPeriod is the length of an RLS unit; 0 for UNKNOWN.
@@ -504,36 +591,44 @@ func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) time.Duration {
 	return 0
 }
 
-// policyLimit reads the first item of a RateLimit-Policy field: q per w
-// seconds.
-func policyLimit(fields []string) ratelimit.Limit {
+// policyLimits reads the items of a RateLimit-Policy field: q per w
+// seconds each, the zero Limit for an item it cannot read.
+func policyLimits(fields []string) []ratelimit.Limit {
 	list, err := httpsfv.UnmarshalList(fields)
-	if err != nil || len(list) == 0 {
-		return ratelimit.Limit{}
+	if err != nil {
+		return nil
 	}
-	it, ok := list[0].(httpsfv.Item)
-	if !ok {
-		return ratelimit.Limit{}
+	lims := make([]ratelimit.Limit, len(list))
+	for i, m := range list {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			continue
+		}
+		q, _ := it.Params.Get("q")
+		w, _ := it.Params.Get("w")
+		qi, ok1 := q.(int64)
+		wi, ok2 := w.(int64)
+		if ok1 && ok2 && qi > 0 && wi > 0 {
+			lims[i] = ratelimit.Every(time.Duration(wi)*time.Second, qi)
+		}
 	}
-	q, _ := it.Params.Get("q")
-	w, _ := it.Params.Get("w")
-	qi, ok1 := q.(int64)
-	wi, ok2 := w.(int64)
-	if !ok1 || !ok2 || qi <= 0 || wi <= 0 {
-		return ratelimit.Limit{}
-	}
-	return ratelimit.Every(time.Duration(wi)*time.Second, qi)
+	return lims
 }
 
-// parseLoadDescriptor parses "k=v,k2=v2".
-func parseLoadDescriptor(s string) ([][2]string, error) {
-	var out [][2]string
-	for part := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok || k == "" || v == "" {
-			return nil, fmt.Errorf("-descriptor %q: want key=value entries separated by ','", s)
+// parseLoadDescriptors parses "k=v,k2=v2;k3=v3": ';' between
+// descriptors, ',' between entries.
+func parseLoadDescriptors(s string) ([][][2]string, error) {
+	var out [][][2]string
+	for desc := range strings.SplitSeq(s, ";") {
+		var entries [][2]string
+		for part := range strings.SplitSeq(desc, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok || k == "" || v == "" {
+				return nil, fmt.Errorf("-descriptor %q: want key=value entries separated by ',', descriptors by ';'", s)
+			}
+			entries = append(entries, [2]string{k, v})
 		}
-		out = append(out, [2]string{k, v})
+		out = append(out, entries)
 	}
 	return out, nil
 }
