@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,10 @@ var formatterResults = map[string]httplimit.Result{
 		{Policy: "per-ip", Decision: sluice.Decision{Allowed: true, Remaining: 7, ResetAfter: 3 * time.Second, Limit: sluice.PerSecond(10)}},
 		{Policy: `we"ird`, Decision: sluice.Decision{Allowed: false, RetryAfter: 2500 * time.Millisecond, ResetAfter: time.Minute, Limit: sluice.PerMinute(5)}},
 		{Policy: "global", Decision: sluice.Decision{Allowed: true, Remaining: 900, ResetAfter: time.Second, Limit: sluice.PerSecond(1000)}},
+	}},
+	"two admitted": {Allowed: true, Cost: 1, Quotas: []httplimit.Quota{
+		{Policy: "per-ip", Decision: sluice.Decision{Allowed: true, Remaining: 3, ResetAfter: time.Second, Limit: sluice.PerSecond(10)}},
+		{Policy: "daily", Decision: sluice.Decision{Allowed: true, Remaining: 99, ResetAfter: time.Hour, Limit: sluice.PerDay(100)}},
 	}},
 	"never passes": {Allowed: false, Cost: 9, Quotas: []httplimit.Quota{
 		{Policy: "small", Decision: sluice.Decision{Allowed: false, Remaining: 3, RetryAfter: sluice.Never, Limit: sluice.PerHour(3)}},
@@ -109,4 +114,34 @@ func TestFormatterAllocations(t *testing.T) {
 	if allocs > 1 {
 		t.Errorf("%.1f allocations per three-rule answer, want at most 1", allocs)
 	}
+}
+
+// TestFormatterConcurrentRuleSets formats answers of three, two and one
+// rules from many goroutines: the cached joined policy line
+// changes hands all the time, and every answer must still name its own
+// rules.
+func TestFormatterConcurrentRuleSets(t *testing.T) {
+	f := httplimit.NewFormatter()
+	names := []string{"three, one denies", "two admitted", "one admitted"}
+	want := map[string][]httplimit.Field{}
+	for _, name := range names {
+		res := formatterResults[name]
+		want[name] = httplimit.NewFormatter().AppendFields(nil, &res)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			var dst []httplimit.Field
+			for i := range 500 {
+				name := names[(g+i)%len(names)]
+				res := formatterResults[name]
+				dst = f.AppendFields(dst[:0], &res)
+				if fmt.Sprint(dst) != fmt.Sprint(want[name]) {
+					t.Errorf("%s: %v, want %v", name, dst, want[name])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
