@@ -27,7 +27,7 @@ var formatterResults = map[string]httplimit.Result{
 	}},
 	"two admitted": {Allowed: true, Cost: 1, Quotas: []httplimit.Quota{
 		{Policy: "per-ip", Decision: sluice.Decision{Allowed: true, Remaining: 3, ResetAfter: time.Second, Limit: sluice.PerSecond(10)}},
-		{Policy: "daily", Decision: sluice.Decision{Allowed: true, Remaining: 99, ResetAfter: time.Hour, Limit: sluice.PerDay(100)}},
+		{Policy: "daily", Decision: sluice.Decision{Allowed: true, Remaining: 99, ResetAfter: time.Hour, Limit: sluice.PerHour(100)}},
 	}},
 	"never passes": {Allowed: false, Cost: 9, Quotas: []httplimit.Quota{
 		{Policy: "small", Decision: sluice.Decision{Allowed: false, Remaining: 3, RetryAfter: sluice.Never, Limit: sluice.PerHour(3)}},
