@@ -18,18 +18,21 @@
 //     behind -trusted-proxies, headers, method, path), 200 to pass, 429 with
 //     the fields and a problem+json body to deny;
 //   - /metrics (Prometheus), /healthz and /readyz (ready while the store
-//     answers), on the HTTP listener or apart on -admin-addr.
+//     takes a write to a probe key of its own), on the HTTP listener or
+//     apart on -admin-addr.
 //   - with -otel, every decision also reported to the global OpenTelemetry
-//     providers (package sluiceotel), which a build that registers
-//     exporters configures from the OTEL_* environment (docs/otel.md).
+//     providers (package sluiceotel). This binary links no exporter, so
+//     -otel alone reports nothing: a build that registers exporters
+//     configures them from the OTEL_* environment (docs/otel.md).
 //
 // The rules are envoyproxy/ratelimit's YAML with Sluice's extensions
 // (package policy), reloaded when their files change. All descriptors of a
 // request are decided as one atomic step: a denied request consumes
 // nothing from any rule. A request that is malformed, too large (over
 // -max-descriptors, -max-body-bytes, -max-hits), for an empty or unknown
-// domain, or with an empty key is refused (gRPC InvalidArgument, HTTP 400
-// problem+json) and consumes nothing. TLS and mTLS (-tls-cert, -tls-key,
+// domain, with an empty key, or with a per-descriptor limit override is
+// refused (gRPC InvalidArgument, HTTP 400 problem+json) and consumes
+// nothing. TLS and mTLS (-tls-cert, -tls-key,
 // -tls-client-ca) cover the gRPC and HTTP listeners; the files are re-read
 // when they change. SIGINT or SIGTERM drains in-flight calls.
 //
