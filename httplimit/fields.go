@@ -196,7 +196,8 @@ func (c *fieldCache) appendRateLimitFields(dst []field, quotas []Quota, cost int
 		if len(fields) == 1 {
 			dst = append(dst, field{name: nameRateLimitPolicy, value: fields[0].policyLine[0], line: fields[0].policyLine})
 		} else {
-			dst = append(dst, field{name: nameRateLimitPolicy, value: c.joinedPolicy(fields)})
+			line := c.joinedPolicy(fields)
+			dst = append(dst, field{name: nameRateLimitPolicy, value: line[0], line: line})
 		}
 		var buf [256]byte
 		b := buf[:0]
@@ -231,10 +232,11 @@ func (c *fieldCache) appendRateLimitFields(dst []field, quotas []Quota, cost int
 	return dst
 }
 
-// joinedPolicy returns the RateLimit-Policy line of several rules: their
-// cached items joined by commas. The last line built is kept, so that a
-// stream of requests meeting the same rules shares one.
-func (c *fieldCache) joinedPolicy(fields []*ruleFields) string {
+// joinedPolicy returns the RateLimit-Policy line of several rules, their
+// cached items joined by commas, as a one-line field value (see
+// ruleFields.policyLine). The last line built is kept, so that a stream of
+// requests meeting the same rules shares one.
+func (c *fieldCache) joinedPolicy(fields []*ruleFields) []string {
 	if j := c.joined.Load(); j != nil && slices.Equal(j.rules, fields) {
 		return j.line
 	}
@@ -250,7 +252,7 @@ func (c *fieldCache) joinedPolicy(fields []*ruleFields) string {
 		}
 		sb.WriteString(rf.policyLine[0])
 	}
-	j := &joinedLine{rules: slices.Clone(fields), line: sb.String()}
+	j := &joinedLine{rules: slices.Clone(fields), line: []string{sb.String()}}
 	c.joined.Store(j)
 	return j.line
 }
@@ -260,7 +262,7 @@ func (c *fieldCache) joinedPolicy(fields []*ruleFields) string {
 // when its limit does).
 type joinedLine struct {
 	rules []*ruleFields
-	line  string
+	line  []string
 }
 
 // write sets the fields appendFields writes on hdr, each as one line.

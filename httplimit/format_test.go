@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,4 +146,31 @@ func TestFormatterConcurrentRuleSets(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestMiddlewareAllocationsThreeRules enforces the middleware's own cost
+// of the fields of three rules (decided by a func, so no store counts):
+// the RateLimit line and its one-element slice. The RateLimit-Policy line
+// is shared between responses meeting the same rules.
+func TestMiddlewareAllocationsThreeRules(t *testing.T) {
+	quotas := slices.Clone(formatterResults["three, one denies"].Quotas)
+	for i := range quotas {
+		quotas[i].Decision.Allowed = true
+	}
+	h := httplimit.Middleware(httplimit.ByFunc(func(_ *http.Request, _ int64, q []httplimit.Quota) ([]httplimit.Quota, bool, error) {
+		return append(q, quotas...), true, nil
+	}))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	w := &reusedWriter{h: http.Header{}}
+	h.ServeHTTP(w, req) // cache the policy items and their line
+	allocs := testing.AllocsPerRun(1000, func() {
+		clear(w.h)
+		h.ServeHTTP(w, req)
+	})
+	if got := w.h.Get("RateLimit-Policy"); strings.Count(got, ";q=") != 3 {
+		t.Fatalf("RateLimit-Policy %q, want 3 items", got)
+	}
+	if allocs > 2 {
+		t.Errorf("%.1f allocations per allowed three-rule request, want at most 2", allocs)
+	}
 }
