@@ -27,7 +27,7 @@ func appendQuotas(q []httplimit.Quota, res *policy.Result) []httplimit.Quota {
 // httplimit (or of /forward-auth) gets. It caches each rule's policy item.
 var fieldFormatter = httplimit.NewFormatter()
 
-// quotaPool recycles the quotas of rateLimitHeaders: a Result's Quotas
+// quotaPool recycles the quotas of appendHeaders: a Result's Quotas
 // escape through AppendFields (its Err may be kept), so a stack array
 // would move to the heap on every call.
 var quotaPool = sync.Pool{New: func() any { s := make([]httplimit.Quota, 0, 8); return &s }}

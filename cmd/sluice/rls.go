@@ -110,7 +110,8 @@ func (s *service) fromRLS(req *rlsv3.RateLimitRequest) ([]policy.Descriptor, int
 // the overall code, and the draft-11 RateLimit fields as
 // response_headers_to_add.
 func toRLS(res *policy.Result, hits int64) *rlsv3.RateLimitResponse {
-	// A response to a few descriptors is one allocation; more take three.
+	// The response to a few descriptors, header values included, is one
+	// allocation; a larger one takes one per part.
 	var resp *rlsv3.RateLimitResponse
 	var block []rlsStatus
 	if n := len(res.Statuses); n <= smallAnswer {
@@ -161,7 +162,7 @@ func toRLS(res *policy.Result, hits int64) *rlsv3.RateLimitResponse {
 const smallAnswer = 4
 
 // rlsAnswer is a whole response to at most smallAnswer descriptors, with
-// room for the three fields of rateLimitHeaders, allocated at once.
+// room for the three header values of appendHeaders, allocated at once.
 type rlsAnswer struct {
 	resp       rlsv3.RateLimitResponse
 	statuses   [smallAnswer]*rlsv3.RateLimitResponse_DescriptorStatus
