@@ -28,8 +28,9 @@ func appendQuotas(q []httplimit.Quota, res *policy.Result) []httplimit.Quota {
 var fieldFormatter = httplimit.NewFormatter()
 
 // quotaPool recycles the quotas of appendHeaders: a Result's Quotas
-// escape through AppendFields (its Err may be kept), so a stack array
-// would move to the heap on every call.
+// escape through AppendFields (escape analysis does not tell them from
+// its Err, which errors.Is leaks), so a stack array would move to the
+// heap on every call.
 var quotaPool = sync.Pool{New: func() any { s := make([]httplimit.Quota, 0, 8); return &s }}
 
 // appendHeaders appends to out the response_headers_to_add of res,
