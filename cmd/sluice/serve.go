@@ -207,11 +207,11 @@ func newServer(ctx context.Context, cfg *serveConfig, log *slog.Logger) (_ *serv
 		return nil, err
 	}
 	// Open the store's connections now, so the first decisions do not
-	// pay for the dial; a store that does not answer yet is not fatal
-	// (/readyz reports it).
+	// pay for the dial; a store that does not answer or take writes yet
+	// is not fatal (/readyz reports it).
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := probeStore(pctx, s.store); err != nil {
-		log.Warn("store does not answer yet", "backend", cfg.backend, "error", err)
+		log.Warn("store not ready: the readiness probe's write failed", "backend", cfg.backend, "error", err)
 	}
 	cancel()
 	s.svc = &service{engine: s.engine, metrics: s.metrics, log: log, limits: limits}
