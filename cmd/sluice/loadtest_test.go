@@ -112,3 +112,38 @@ func TestLoadtestRefusesOtherHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadtestForwardAuth drives /forward-auth, whose descriptors the
+// service builds from -header: the limit comes from RateLimit-Policy and
+// the exact limiter keys the rule by the header.
+func TestLoadtestForwardAuth(t *testing.T) {
+	cfg := testConfig(t, `
+domain: fa
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`)
+	cfg.memoryClock = nil // the exact replay goes by the system clock's windows
+	cfg.faDomain, cfg.faDescriptors = "fa", "header:X-Api-Key=user"
+	srv := startServer(t, cfg)
+	c := &loadConfig{protocol: "forward-auth", addr: srv.httpLn.Addr().String(), domain: "fa", descriptor: "user={key}",
+		header: "X-Api-Key: {key}", keys: 4, rate: 200, concurrency: 4, duration: time.Second,
+		algorithm: "fixedwindow", timeout: 2 * time.Second}
+	if err := c.check(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := loadtest(t.Context(), c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.errors != 0 {
+		t.Fatalf("%d errors (%v)", rep.errors, rep.firstError)
+	}
+	if len(rep.limits) != 1 || rep.limits[0] != ratelimit.Every(time.Hour, 5) {
+		t.Fatalf("limits %+v, want 5 per hour", rep.limits)
+	}
+	// 4 keys × 5; an hour's window ends during the test once in 3600 runs.
+	if rep.exact < 20 || rep.exact > 24 || rep.admitted-rep.exact < -2 || rep.admitted-rep.exact > 2 {
+		t.Fatalf("admitted %d, exact limiter %d, want both about 20", rep.admitted, rep.exact)
+	}
+}
