@@ -31,7 +31,9 @@
 // Each comes with an RFC 9457 application/problem+json body (the
 // draft's quota-exceeded type with violated-policies for 429 and 413), or
 // with WithDenyHandler's own answer. WithShadowMode decides and reports
-// without refusing. docs/http.md gives the field formats and bounds.
+// without refusing. Formatter writes the same fields, with the same code,
+// for decisions made elsewhere (a rate-limit service answering a gateway,
+// say). docs/http.md gives the field formats and bounds.
 //
 // On the client, Transport is an http.RoundTripper that retries 429 and
 // 503 answers no earlier than their Retry-After, with exponential backoff
