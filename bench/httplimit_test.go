@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/ulule/limiter/v3"
 	ulhttp "github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	ulmem "github.com/ulule/limiter/v3/drivers/store/memory"
@@ -51,7 +51,7 @@ func BenchmarkHTTPMiddleware(b *testing.B) {
 			h := lib.mw(b)(ok)
 			b.ReportAllocs()
 			i := 0
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, reqs[i%len(reqs)])
@@ -60,7 +60,7 @@ func BenchmarkHTTPMiddleware(b *testing.B) {
 				}
 				i++
 			}
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -69,17 +69,6 @@ func BenchmarkHTTPMiddleware(b *testing.B) {
 // in a run, so every request is allowed. (sethvargo's memorystore refuses
 // some requests at openRate.)
 const httpRate = 1_000_000
-
-// processCPU is the CPU time the process has used, user and system, GC
-// workers included: on a shared machine it varies far less than the wall
-// time while other processes take turns on the cores.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 func sluiceMiddleware(b *testing.B) func(http.Handler) http.Handler {
 	lim, err := sluice.New(sluice.Rule{Name: "http", Algorithm: gcra.New(), Limit: sluice.PerSecond(httpRate)}, sluice.WithStore(privateStore(b)))

@@ -9,6 +9,7 @@ import (
 	sluice "github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/core/memstore"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -98,9 +99,9 @@ func BenchmarkFourRules(b *testing.B) {
 // reportCPU starts measuring the process's CPU time; the function it
 // returns reports it per op as cpu-sec/op.
 func reportCPU(b *testing.B) func() {
-	start := processCPU(b)
+	start := cputime.Process()
 	return func() {
-		if cpu := processCPU(b) - start; cpu > 0 && b.N > 0 {
+		if cpu := cputime.Process() - start; cpu > 0 && b.N > 0 {
 			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-sec/op")
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/core/memstore"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -65,14 +66,14 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 		srv := &rlsServer{svc: svc}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu0 := processCPU(b)
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				resp, err := srv.ShouldRateLimit(b.Context(), req)
 				if err != nil || resp.GetOverallCode() != ok {
 					b.Fatal(resp, err)
 				}
 			}
-			if cpu := processCPU(b) - cpu0; cpu > 0 {
+			if cpu := cputime.Process() - cpu0; cpu > 0 {
 				b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
 			}
 		})

@@ -1,18 +1,18 @@
 //go:build unix
 
-package policy_test
+package cputime
 
 import (
 	"syscall"
-	"testing"
 	"time"
 )
 
-// processCPU returns the CPU time the process has used, user and system.
-func processCPU(tb testing.TB) time.Duration {
+// Process returns the CPU time, user and system, the process has used so
+// far, or 0 if the system does not say.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
+		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
