@@ -60,6 +60,7 @@
 -- 2^51 = 2251799813685248, 2^52 = 4503599627370496): a local would be an
 -- upvalue of every function using it, created on every call.
 local floor = math.floor
+local tunpack = unpack -- Lua's: a table's values as arguments
 local unpack, pack = struct.unpack, struct.pack
 
 -- muldiv returns floor((x*y + add)/z) and the remainder, exactly, for
@@ -891,12 +892,40 @@ do
   nh, nl = hi + c, lo - c * 4294967296
 end
 
+-- The states of an invocation's keys, shared by its calls (a batch's too):
+-- cur[k] is k's state as the calls before left it (false for none), ttl[k]
+-- the TTL to write it with, dirty[k] true when a call changed it. Writes
+-- wait for the end of the invocation, one per changed key: Redis freezes
+-- the clock during a script, so a key's PX counts from the same instant
+-- as if written at once, and no call reads Redis after the first.
+local cur, ttls, dirty = {}, {}, {}
+
+-- load fills cur with the states of the distinct keys of KEYS in one
+-- MGET (one GET for a single key).
+local function load()
+  local ks, m = {}, 0
+  for i = 1, #KEYS do
+    local k = KEYS[i]
+    if cur[k] == nil then
+      cur[k] = false
+      m = m + 1
+      ks[m] = k
+    end
+  end
+  if m == 1 then
+    cur[ks[1]] = redis.call('GET', ks[1])
+    return
+  end
+  local vs = redis.call('MGET', tunpack(ks))
+  for i = 1, m do cur[ks[i]] = vs[i] end
+end
+
 -- call applies the n checks of KEYS[base+1..base+n], whose arguments are
 -- ARGV[base+2..base+n+1], all or nothing, and returns their packed reply.
 local function call(base, n)
   if n == 1 then
     local k = KEYS[base + 1]
-    local state = redis.call('GET', k)
+    local state = cur[k]
     local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, ARGV[base + 2])
     if ok == nil then return pack('<d', -1) end
     if not ok then return pack('<dddddddd', 0, 0, 0, rem, retry, reset, ttl, 0) end
@@ -905,32 +934,25 @@ local function call(base, n)
     local ch = 0
     if out ~= state then
       ch = 1
-      if out == false or ttl <= 0 then
-        redis.call('DEL', k)
-      else
-        -- PX: ceil(ttl / 1e6) ms plus the margin
-        redis.call('SET', k, out, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
-      end
+      cur[k], ttls[k], dirty[k] = out, ttl, true
     end
     return pack('<dddddddd', 1, a, ch, rem, retry, reset, ttl, delay or 0)
   end
-  local cur, last, changed = {}, {}, {}
+  -- this call's states over cur: committed only when every check passes
+  local mine, last, changed = {}, {}, {}
   local parts = {}
   local allowed = true
   for i = 1, n do
     local k = KEYS[base + i]
-    local s = cur[k]
-    if s == nil then
-      s = redis.call('GET', k)
-      cur[k] = s
-    end
+    local s = mine[k]
+    if s == nil then s = cur[k] end
     local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[base + i + 1])
     if ok == nil then return pack('<d', -1) end
     local ch, a = 0, 0
     if ok and peek ~= false then a = 1 end
     if ok then
       if out ~= s then ch = 1; changed[k] = true end
-      cur[k] = out
+      mine[k] = out
     else
       allowed = false
     end
@@ -939,21 +961,34 @@ local function call(base, n)
   end
   if not allowed then return pack('<d', 0) .. table.concat(parts) end
   for k, _ in pairs(changed) do
-    local s = cur[k]
-    local ttl = last[k]
+    cur[k], ttls[k], dirty[k] = mine[k], last[k], true
+  end
+  return pack('<d', 1) .. table.concat(parts)
+end
+
+-- flush writes every changed state: DEL for none or a TTL of 0, else SET
+-- with PX ceil(ttl / 1e6) ms plus the margin.
+local function flush()
+  for k, _ in pairs(dirty) do
+    local s, ttl = cur[k], ttls[k]
     if s == false or ttl <= 0 then
       redis.call('DEL', k)
     else
       redis.call('SET', k, s, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
     end
   end
-  return pack('<d', 1) .. table.concat(parts)
 end
 
-if #ARGV == #KEYS + 1 then return call(0, #KEYS) end
+load()
+if #ARGV == #KEYS + 1 then
+  local reply = call(0, #KEYS)
+  flush()
+  return reply
+end
 -- A batch of independent calls (the store's coalescer): the last argument
 -- holds each call's number of checks as doubles; the calls apply in order,
--- each all or nothing, and the reply is their replies one after another.
+-- each all or nothing as if sent alone, and the reply is their replies
+-- one after another.
 local sizes = ARGV[#ARGV]
 local replies, base = {}, 0
 for c = 1, #sizes / 8 do
@@ -961,4 +996,5 @@ for c = 1, #sizes / 8 do
   replies[c] = call(base, n)
   base = base + n
 end
+flush()
 return table.concat(replies)
