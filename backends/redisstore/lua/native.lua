@@ -60,7 +60,6 @@
 -- 2^51 = 2251799813685248, 2^52 = 4503599627370496): a local would be an
 -- upvalue of every function using it, created on every call.
 local floor = math.floor
-local tunpack = unpack -- Lua's: a table's values as arguments
 local unpack, pack = struct.unpack, struct.pack
 
 -- muldiv returns floor((x*y + add)/z) and the remainder, exactly, for
@@ -897,27 +896,19 @@ end
 -- the TTL to write it with, dirty[k] true when a call changed it. Writes
 -- wait for the end of the invocation, one per changed key: Redis freezes
 -- the clock during a script, so a key's PX counts from the same instant
--- as if written at once, and no call reads Redis after the first.
+-- as if written at once; each key is read from Redis once.
 local cur, ttls, dirty = {}, {}, {}
 
--- load fills cur with the states of the distinct keys of KEYS in one
--- MGET (one GET for a single key).
-local function load()
-  local ks, m = {}, 0
-  for i = 1, #KEYS do
-    local k = KEYS[i]
-    if cur[k] == nil then
-      cur[k] = false
-      m = m + 1
-      ks[m] = k
-    end
+-- state returns k's state as the calls before left it, reading it from
+-- Redis on first use. (One GET per key rather than an MGET: the
+-- least-privilege ACL in docs/redis.md allows GET, SET, DEL and TIME.)
+local function state(k)
+  local s = cur[k]
+  if s == nil then
+    s = redis.call('GET', k)
+    cur[k] = s
   end
-  if m == 1 then
-    cur[ks[1]] = redis.call('GET', ks[1])
-    return
-  end
-  local vs = redis.call('MGET', tunpack(ks))
-  for i = 1, m do cur[ks[i]] = vs[i] end
+  return s
 end
 
 -- call applies the n checks of KEYS[base+1..base+n], whose arguments are
@@ -925,14 +916,14 @@ end
 local function call(base, n)
   if n == 1 then
     local k = KEYS[base + 1]
-    local state = cur[k]
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, ARGV[base + 2])
+    local s = state(k)
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[base + 2])
     if ok == nil then return pack('<d', -1) end
     if not ok then return pack('<dddddddd', 0, 0, 0, rem, retry, reset, ttl, 0) end
     local a = 1
     if peek == false then a = 0 end
     local ch = 0
-    if out ~= state then
+    if out ~= s then
       ch = 1
       cur[k], ttls[k], dirty[k] = out, ttl, true
     end
@@ -945,7 +936,7 @@ local function call(base, n)
   for i = 1, n do
     local k = KEYS[base + i]
     local s = mine[k]
-    if s == nil then s = cur[k] end
+    if s == nil then s = state(k) end
     local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[base + i + 1])
     if ok == nil then return pack('<d', -1) end
     local ch, a = 0, 0
@@ -979,7 +970,6 @@ local function flush()
   end
 end
 
-load()
 if #ARGV == #KEYS + 1 then
   local reply = call(0, #KEYS)
   flush()
