@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/backends/redisstore"
 )
 
