@@ -60,8 +60,9 @@ const (
 
 // pendingCall is one native call waiting in a batcher. The sender writes
 // status, err and res, then moves state from callSent to callDone and
-// closes done; a caller whose context ends first moves it to
-// callAbandoned and never reads them.
+// sends on done; a caller whose context ends first moves it to
+// callAbandoned and never reads them. A caller that received from done
+// owns the call again and returns it to pendingCalls.
 type pendingCall struct {
 	ctx    context.Context
 	keys   []string
@@ -74,6 +75,23 @@ type pendingCall struct {
 	err    error
 	res    []ratelimit.Outcome
 	one    [1]ratelimit.Outcome
+}
+
+// pendingCalls recycles the pendingCalls their callers got back, with
+// their done channels (buffered, so the one send of a call never waits).
+var pendingCalls = sync.Pool{New: func() any { return &pendingCall{done: make(chan struct{}, 1)} }}
+
+// finish marks p done and tells its caller.
+func (p *pendingCall) finish() {
+	p.state.Store(callDone)
+	p.done <- struct{}{}
+}
+
+// release returns p, which its caller received from done, to
+// pendingCalls, dropping its references.
+func (p *pendingCall) release() {
+	*p = pendingCall{done: p.done, res: p.res[:0]}
+	pendingCalls.Put(p)
 }
 
 // routes holds the batchers of a store: one for a single server, one per
@@ -109,11 +127,16 @@ func (s *Store) batcherFor(keys []string) *batcher {
 // checkArgs are the calls' native.lua arguments, one per check. It
 // returns the call's status as runNative does.
 func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelimit.Check, keys []string, checkArgs []any, mask uint, out []ratelimit.Outcome) (int64, error) {
-	p := &pendingCall{ctx: ctx, keys: keys, mask: mask, done: make(chan struct{})}
+	p := pendingCalls.Get().(*pendingCall)
+	p.ctx, p.keys, p.mask = ctx, keys, mask
 	p.args = append(p.arg[:0], checkArgs...)
-	p.res = p.one[:]
-	if len(checks) > 1 {
-		p.res = make([]ratelimit.Outcome, len(checks))
+	switch n := len(checks); {
+	case n == 1:
+		p.res = p.one[:]
+	case cap(p.res) >= n: // p.one's cap is 1
+		p.res = p.res[:n]
+	default:
+		p.res = make([]ratelimit.Outcome, n)
 	}
 	s.nativeCalls.Add(1)
 	b.mu.Lock()
@@ -140,11 +163,14 @@ func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelim
 		}
 		<-p.done
 	}
-	if p.err != nil {
-		return 0, p.err
+	status, err := p.status, p.err
+	if err != nil {
+		status = 0
+	} else {
+		copy(out, p.res)
 	}
-	copy(out, p.res)
-	return p.status, nil
+	p.release()
+	return status, err
 }
 
 // startAlone counts a call in flight and reports true when b has nothing
@@ -205,8 +231,7 @@ func (b *batcher) takeLocked() []*pendingCall {
 		p := b.queue[n]
 		if err := p.ctx.Err(); err != nil {
 			p.err = fmt.Errorf("%w: redisstore: the context ended before the call was sent: %w", ratelimit.ErrUnavailable, err)
-			p.state.Store(callDone)
-			close(p.done)
+			p.finish()
 			continue
 		}
 		if checks > 0 && checks+len(p.keys) > maxBatchChecks {
@@ -266,7 +291,7 @@ func (s *Store) sendBatch(ctx context.Context, b *batcher, batch []*pendingCall)
 	b.mu.Unlock()
 	for _, p := range batch {
 		if p.state.CompareAndSwap(callSent, callDone) {
-			close(p.done)
+			p.done <- struct{}{}
 		}
 	}
 	return next
