@@ -891,7 +891,68 @@ do
   nh, nl = hi + c, lo - c * 4294967296
 end
 
--- The states of an invocation's keys, shared by its calls (a batch's too):
+-- One call (not a batch): its checks apply all or nothing, each key read
+-- once and written once at the end. The batch code below is not created.
+if #ARGV == #KEYS + 1 then
+  local n = #KEYS
+  if n == 1 then
+    local k = KEYS[1]
+    local state = redis.call('GET', k)
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, ARGV[2])
+    if ok == nil then return pack('<d', -1) end
+    if not ok then return pack('<dddddddd', 0, 0, 0, rem, retry, reset, ttl, 0) end
+    local a = 1
+    if peek == false then a = 0 end
+    local ch = 0
+    if out ~= state then
+      ch = 1
+      if out == false or ttl <= 0 then
+        redis.call('DEL', k)
+      else
+        -- PX: ceil(ttl / 1e6) ms plus the margin
+        redis.call('SET', k, out, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
+      end
+    end
+    return pack('<dddddddd', 1, a, ch, rem, retry, reset, ttl, delay or 0)
+  end
+  local cur, last, changed = {}, {}, {}
+  local parts = {}
+  local allowed = true
+  for i = 1, n do
+    local k = KEYS[i]
+    local s = cur[k]
+    if s == nil then
+      s = redis.call('GET', k)
+      cur[k] = s
+    end
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[i + 1])
+    if ok == nil then return pack('<d', -1) end
+    local ch, a = 0, 0
+    if ok and peek ~= false then a = 1 end
+    if ok then
+      if out ~= s then ch = 1; changed[k] = true end
+      cur[k] = out
+    else
+      allowed = false
+    end
+    last[k] = ttl
+    parts[i] = pack('<ddddddd', a, ch, rem, retry, reset, ttl, delay or 0)
+  end
+  if not allowed then return pack('<d', 0) .. table.concat(parts) end
+  for k, _ in pairs(changed) do
+    local s = cur[k]
+    local ttl = last[k]
+    if s == false or ttl <= 0 then
+      redis.call('DEL', k)
+    else
+      redis.call('SET', k, s, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
+    end
+  end
+  return pack('<d', 1) .. table.concat(parts)
+end
+
+-- A batch of independent calls (the store's coalescer). The states of its
+-- keys are shared by its calls:
 -- cur[k] is k's state as the calls before left it (false for none), ttl[k]
 -- the TTL to write it with, dirty[k] true when a call changed it. Writes
 -- wait for the end of the invocation, one per changed key: Redis freezes
@@ -970,11 +1031,6 @@ local function flush()
   end
 end
 
-if #ARGV == #KEYS + 1 then
-  local reply = call(0, #KEYS)
-  flush()
-  return reply
-end
 -- A batch of independent calls (the store's coalescer): the last argument
 -- holds each call's number of checks as doubles; the calls apply in order,
 -- each all or nothing as if sent alone, and the reply is their replies
