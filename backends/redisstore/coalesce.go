@@ -30,10 +30,14 @@ import (
 
 const (
 	// maxBatchesInFlight is how many batches of one route may be under
-	// way at once: a few keep the server busy while the replies of one are
-	// handed out, and shorten the wait of a call that arrives while
-	// batches are in flight; each more costs one more script invocation.
-	maxBatchesInFlight = 4
+	// way at once. Two keep the server busy: one runs while the reply of
+	// the other travels and its callers are woken, and every call waits at
+	// most for the batch ahead of it and its own. Each more halves the
+	// batches, so costs client and server a script invocation, a write
+	// and a read more per call, which on a loaded machine (client and
+	// server sharing the cores) loses more than the shorter wait gains:
+	// docs/redis.md has the measurements.
+	maxBatchesInFlight = 2
 	// maxBatchChecks bounds the checks of one batch; calls beyond wait
 	// for the next.
 	maxBatchChecks = 256
@@ -56,12 +60,14 @@ const (
 
 // pendingCall is one native call waiting in a batcher. The sender writes
 // status, err and res, then moves state from callSent to callDone and
-// closes done; a caller whose context ends first moves it to
-// callAbandoned and never reads them.
+// sends on done; a caller whose context ends first moves it to
+// callAbandoned and never reads them. A caller that received from done
+// owns the call again and returns it to pendingCalls.
 type pendingCall struct {
 	ctx    context.Context
 	keys   []string
 	args   []any
+	arg    [1]any
 	mask   uint
 	state  atomic.Int32
 	done   chan struct{}
@@ -69,6 +75,23 @@ type pendingCall struct {
 	err    error
 	res    []ratelimit.Outcome
 	one    [1]ratelimit.Outcome
+}
+
+// pendingCalls recycles the pendingCalls their callers got back, with
+// their done channels (buffered, so the one send of a call never waits).
+var pendingCalls = sync.Pool{New: func() any { return &pendingCall{done: make(chan struct{}, 1)} }}
+
+// finish marks p done and tells its caller.
+func (p *pendingCall) finish() {
+	p.state.Store(callDone)
+	p.done <- struct{}{}
+}
+
+// release returns p, which its caller received from done, to
+// pendingCalls, dropping its references.
+func (p *pendingCall) release() {
+	*p = pendingCall{done: p.done, res: p.res[:0]}
+	pendingCalls.Put(p)
 }
 
 // routes holds the batchers of a store: one for a single server, one per
@@ -104,11 +127,16 @@ func (s *Store) batcherFor(keys []string) *batcher {
 // checkArgs are the calls' native.lua arguments, one per check. It
 // returns the call's status as runNative does.
 func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelimit.Check, keys []string, checkArgs []any, mask uint, out []ratelimit.Outcome) (int64, error) {
-	p := &pendingCall{ctx: ctx, keys: keys, mask: mask, done: make(chan struct{})}
-	p.args = append([]any(nil), checkArgs...)
-	p.res = p.one[:]
-	if len(checks) > 1 {
-		p.res = make([]ratelimit.Outcome, len(checks))
+	p := pendingCalls.Get().(*pendingCall)
+	p.ctx, p.keys, p.mask = ctx, keys, mask
+	p.args = append(p.arg[:0], checkArgs...)
+	switch n := len(checks); {
+	case n == 1:
+		p.res = p.one[:]
+	case cap(p.res) >= n: // p.one's cap is 1
+		p.res = p.res[:n]
+	default:
+		p.res = make([]ratelimit.Outcome, n)
 	}
 	s.nativeCalls.Add(1)
 	b.mu.Lock()
@@ -118,7 +146,9 @@ func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelim
 	if len(batch) == 1 && batch[0] == p {
 		// Alone: send on this goroutine with the caller's own context,
 		// as the plain path does.
-		s.sendBatch(ctx, b, batch)
+		if next := s.sendBatch(ctx, b, batch); next != nil {
+			go s.sendBatchDetached(b, next)
+		}
 	} else if batch != nil {
 		go s.sendBatchDetached(b, batch)
 	}
@@ -133,11 +163,14 @@ func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelim
 		}
 		<-p.done
 	}
-	if p.err != nil {
-		return 0, p.err
+	status, err := p.status, p.err
+	if err != nil {
+		status = 0
+	} else {
+		copy(out, p.res)
 	}
-	copy(out, p.res)
-	return p.status, nil
+	p.release()
+	return status, err
 }
 
 // startAlone counts a call in flight and reports true when b has nothing
@@ -198,8 +231,7 @@ func (b *batcher) takeLocked() []*pendingCall {
 		p := b.queue[n]
 		if err := p.ctx.Err(); err != nil {
 			p.err = fmt.Errorf("%w: redisstore: the context ended before the call was sent: %w", ratelimit.ErrUnavailable, err)
-			p.state.Store(callDone)
-			close(p.done)
+			p.finish()
 			continue
 		}
 		if checks > 0 && checks+len(p.keys) > maxBatchChecks {
@@ -218,50 +250,51 @@ func (b *batcher) takeLocked() []*pendingCall {
 	return batch
 }
 
-// sendBatchDetached sends batch with a context of its own, which ends at
+// sendBatchDetached sends batch, then the batches queued meanwhile, on
+// this goroutine (the batches' own: the next goes out at once, without
+// waking another). Each batch has a context of its own, which ends at
 // the latest deadline of its calls (none when one has none: the client's
 // timeouts bound it): a call whose context ends sooner stops waiting, the
 // batch goes on for the others.
 func (s *Store) sendBatchDetached(b *batcher, batch []*pendingCall) {
-	var (
-		latest time.Time
-		bound  = true
-	)
+	for batch != nil {
+		ctx, cancel := batchContext(batch)
+		batch = s.sendBatch(ctx, b, batch)
+		cancel()
+	}
+}
+
+// batchContext returns a context ending at the latest deadline of the
+// calls of batch, or none when one has none.
+func batchContext(batch []*pendingCall) (context.Context, context.CancelFunc) {
+	var latest time.Time
 	for _, p := range batch {
 		d, ok := p.ctx.Deadline()
 		if !ok {
-			bound = false
-			break
+			return context.Background(), func() {}
 		}
 		if d.After(latest) {
 			latest = d
 		}
 	}
-	ctx := context.Background()
-	if bound {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
-	}
-	s.sendBatch(ctx, b, batch)
+	return context.WithDeadline(context.Background(), latest)
 }
 
-// sendBatch runs batch as one native.lua call, hands every call its
-// outcome, then starts the next batch of b if calls are waiting.
-func (s *Store) sendBatch(ctx context.Context, b *batcher, batch []*pendingCall) {
+// sendBatch runs batch as one native.lua call and hands every call its
+// outcome. It returns the next batch of b when calls are waiting, counted
+// in flight, for the caller to send.
+func (s *Store) sendBatch(ctx context.Context, b *batcher, batch []*pendingCall) (next []*pendingCall) {
 	s.runBatch(ctx, batch)
-	for _, p := range batch {
-		if p.state.CompareAndSwap(callSent, callDone) {
-			close(p.done)
-		}
-	}
 	b.mu.Lock()
 	b.inFlight--
-	next := b.takeLocked()
+	next = b.takeLocked()
 	b.mu.Unlock()
-	if next != nil {
-		go s.sendBatchDetached(b, next)
+	for _, p := range batch {
+		if p.state.CompareAndSwap(callSent, callDone) {
+			p.done <- struct{}{}
+		}
 	}
+	return next
 }
 
 // runBatch sends batch and sets each call's status, outcomes or error.

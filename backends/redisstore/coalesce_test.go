@@ -174,3 +174,94 @@ func TestCoalescedDropsEndedCalls(t *testing.T) {
 		t.Fatalf("server shows %d spends, want %d: a dropped call was sent", spent, live)
 	}
 }
+
+// TestCoalescedQueuedCallEndsAtItsDeadline pauses the server's writes
+// (CLIENT PAUSE WRITE) while calls without a deadline fill every batch
+// slot: calls queued behind them return ErrUnavailable when their own
+// contexts end, while those batches are still in flight, and are never
+// sent. A call's deadline bounds its wait in the queue, not the batches
+// ahead of it; with go-redis's autopipeliner under the coalescer too.
+func TestCoalescedQueuedCallEndsAtItsDeadline(t *testing.T) {
+	srv := startServer(t)
+	admin := newClient(t, srv.addr())
+	for _, mode := range []clientMode{
+		{"plain", nil},
+		{"autopipeline", []redisstore.Option{redisstore.WithAutoPipeline(nil)}},
+	} {
+		t.Run("client="+mode.name, func(t *testing.T) {
+			c := newClient(t, srv.addr(), func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
+			st, err := redisstore.New(c, append(mode.opts, redisstore.WithPrefix(randomPrefix(t)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(100), Cost: 1}
+			if _, err := st.Apply(t.Context(), check); err != nil {
+				t.Fatalf("warm-up: %v", err)
+			}
+			if err := admin.Do(t.Context(), "client", "pause", 60000, "write").Err(); err != nil {
+				t.Fatal(err)
+			}
+			unpause := func() {
+				if err := admin.Do(context.Background(), "client", "unpause").Err(); err != nil {
+					t.Errorf("CLIENT UNPAUSE: %v", err)
+				}
+			}
+			defer unpause()
+
+			// Holders: no deadline, so their batches stay in flight
+			// until the pause ends.
+			var holders sync.WaitGroup
+			var heldDone sync.Map
+			for i := range redisstore.MaxBatchesInFlight {
+				holders.Go(func() {
+					_, err := st.Apply(t.Context(), check)
+					heldDone.Store(i, err)
+				})
+			}
+			waitFor(t, func() bool { return st.BatchesInFlight() == redisstore.MaxBatchesInFlight })
+
+			const queued = 4
+			errs := make([]error, queued)
+			var wg sync.WaitGroup
+			for i := range queued {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+					defer cancel()
+					_, errs[i] = st.Apply(ctx, check)
+				})
+			}
+			wg.Wait()
+			heldDone.Range(func(k, v any) bool {
+				t.Errorf("holder %v returned (%v) before the queued calls: its batch was not in flight", k, v)
+				return true
+			})
+			if n := st.BatchesInFlight(); n != redisstore.MaxBatchesInFlight {
+				t.Errorf("%d batches in flight after the queued calls returned, want the holders' %d", n, redisstore.MaxBatchesInFlight)
+			}
+			for i, err := range errs {
+				if !errors.Is(err, ratelimit.ErrUnavailable) {
+					t.Errorf("queued call %d: %v, want ErrUnavailable at its deadline", i, err)
+				}
+			}
+
+			unpause()
+			holders.Wait()
+			heldDone.Range(func(k, v any) bool {
+				if v != nil {
+					t.Errorf("holder %v after the pause: %v", k, v)
+				}
+				return true
+			})
+			peek := check
+			peek.Cost = 0
+			o, err := st.Apply(t.Context(), peek)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spent, want := 100-o.Remaining, int64(1+redisstore.MaxBatchesInFlight); spent != want {
+				t.Fatalf("server shows %d spends, want %d (warm-up and holders): a queued call was sent", spent, want)
+			}
+		})
+	}
+}

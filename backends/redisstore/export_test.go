@@ -72,3 +72,15 @@ func (s *Store) QueuedCalls() int {
 	defer b.mu.Unlock()
 	return len(b.queue)
 }
+
+// BatchesInFlight returns how many batches of the single-server
+// coalescer are under way (lone calls sent directly included).
+func (s *Store) BatchesInFlight() int {
+	b := &s.routes.single
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inFlight
+}
+
+// MaxBatchesInFlight is maxBatchesInFlight.
+const MaxBatchesInFlight = maxBatchesInFlight

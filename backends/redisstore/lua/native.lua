@@ -891,13 +891,14 @@ do
   nh, nl = hi + c, lo - c * 4294967296
 end
 
--- call applies the n checks of KEYS[base+1..base+n], whose arguments are
--- ARGV[base+2..base+n+1], all or nothing, and returns their packed reply.
-local function call(base, n)
+-- One call (not a batch): its checks apply all or nothing, each key read
+-- once and written once at the end. The batch code below is not created.
+if #ARGV == #KEYS + 1 then
+  local n = #KEYS
   if n == 1 then
-    local k = KEYS[base + 1]
+    local k = KEYS[1]
     local state = redis.call('GET', k)
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, ARGV[base + 2])
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, ARGV[2])
     if ok == nil then return pack('<d', -1) end
     if not ok then return pack('<dddddddd', 0, 0, 0, rem, retry, reset, ttl, 0) end
     local a = 1
@@ -918,13 +919,13 @@ local function call(base, n)
   local parts = {}
   local allowed = true
   for i = 1, n do
-    local k = KEYS[base + i]
+    local k = KEYS[i]
     local s = cur[k]
     if s == nil then
       s = redis.call('GET', k)
       cur[k] = s
     end
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[base + i + 1])
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[i + 1])
     if ok == nil then return pack('<d', -1) end
     local ch, a = 0, 0
     if ok and peek ~= false then a = 1 end
@@ -950,10 +951,90 @@ local function call(base, n)
   return pack('<d', 1) .. table.concat(parts)
 end
 
-if #ARGV == #KEYS + 1 then return call(0, #KEYS) end
+-- A batch of independent calls (the store's coalescer). The states of its
+-- keys are shared by its calls:
+-- cur[k] is k's state as the calls before left it (false for none), ttl[k]
+-- the TTL to write it with, dirty[k] true when a call changed it. Writes
+-- wait for the end of the invocation, one per changed key: Redis freezes
+-- the clock during a script, so a key's PX counts from the same instant
+-- as if written at once; each key is read from Redis once.
+local cur, ttls, dirty = {}, {}, {}
+
+-- state returns k's state as the calls before left it, reading it from
+-- Redis on first use. (One GET per key rather than an MGET: the
+-- least-privilege ACL in docs/redis.md allows GET, SET, DEL and TIME.)
+local function state(k)
+  local s = cur[k]
+  if s == nil then
+    s = redis.call('GET', k)
+    cur[k] = s
+  end
+  return s
+end
+
+-- call applies the n checks of KEYS[base+1..base+n], whose arguments are
+-- ARGV[base+2..base+n+1], all or nothing, and returns their packed reply.
+local function call(base, n)
+  if n == 1 then
+    local k = KEYS[base + 1]
+    local s = state(k)
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[base + 2])
+    if ok == nil then return pack('<d', -1) end
+    if not ok then return pack('<dddddddd', 0, 0, 0, rem, retry, reset, ttl, 0) end
+    local a = 1
+    if peek == false then a = 0 end
+    local ch = 0
+    if out ~= s then
+      ch = 1
+      cur[k], ttls[k], dirty[k] = out, ttl, true
+    end
+    return pack('<dddddddd', 1, a, ch, rem, retry, reset, ttl, delay or 0)
+  end
+  -- this call's states over cur: committed only when every check passes
+  local mine, last, changed = {}, {}, {}
+  local parts = {}
+  local allowed = true
+  for i = 1, n do
+    local k = KEYS[base + i]
+    local s = mine[k]
+    if s == nil then s = state(k) end
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[base + i + 1])
+    if ok == nil then return pack('<d', -1) end
+    local ch, a = 0, 0
+    if ok and peek ~= false then a = 1 end
+    if ok then
+      if out ~= s then ch = 1; changed[k] = true end
+      mine[k] = out
+    else
+      allowed = false
+    end
+    last[k] = ttl
+    parts[i] = pack('<ddddddd', a, ch, rem, retry, reset, ttl, delay or 0)
+  end
+  if not allowed then return pack('<d', 0) .. table.concat(parts) end
+  for k, _ in pairs(changed) do
+    cur[k], ttls[k], dirty[k] = mine[k], last[k], true
+  end
+  return pack('<d', 1) .. table.concat(parts)
+end
+
+-- flush writes every changed state: DEL for none or a TTL of 0, else SET
+-- with PX ceil(ttl / 1e6) ms plus the margin.
+local function flush()
+  for k, _ in pairs(dirty) do
+    local s, ttl = cur[k], ttls[k]
+    if s == false or ttl <= 0 then
+      redis.call('DEL', k)
+    else
+      redis.call('SET', k, s, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
+    end
+  end
+end
+
 -- A batch of independent calls (the store's coalescer): the last argument
 -- holds each call's number of checks as doubles; the calls apply in order,
--- each all or nothing, and the reply is their replies one after another.
+-- each all or nothing as if sent alone, and the reply is their replies
+-- one after another.
 local sizes = ARGV[#ARGV]
 local replies, base = {}, 0
 for c = 1, #sizes / 8 do
@@ -961,4 +1042,5 @@ for c = 1, #sizes / 8 do
   replies[c] = call(base, n)
   base = base + n
 end
+flush()
 return table.concat(replies)
