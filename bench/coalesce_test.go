@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/backends/redisstore"
+	"github.com/sluicehq/sluice/internal/cputime"
 )
 
 // BenchmarkRedisCoalesce compares the store's coalescer (its default)
@@ -37,9 +38,9 @@ func BenchmarkRedisCoalesce(b *testing.B) {
 				take := im.make(b, c)
 				b.Run(fmt.Sprintf("keys=%s/conc=%d/impl=%s", ks, conc, im.name), func(b *testing.B) {
 					before := serverCounters(b, c)
-					cpu0 := processCPU()
+					cpu0 := cputime.Process()
 					runConcurrent(b, conc, take, keyChooser("bench:", ks == "1", keys))
-					cpu := processCPU() - cpu0
+					cpu := cputime.Process() - cpu0
 					after := serverCounters(b, c)
 					n := float64(b.N)
 					b.ReportMetric(float64(cpu)/n, "cpu-ns/op")

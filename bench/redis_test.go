@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/cputime"
 )
 
 // redisClient connects to SLUICE_BENCH_REDIS_ADDR (for example a
@@ -183,7 +184,7 @@ func measureCalls(b *testing.B, c *redis.Client, call func() error) {
 	b.ReportAllocs()
 	took := make([]time.Duration, 0, 1<<16)
 	before := serverCounters(b, c)
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		start := time.Now()
 		if err := call(); err != nil {
@@ -193,7 +194,7 @@ func measureCalls(b *testing.B, c *redis.Client, call func() error) {
 			took = append(took, time.Since(start))
 		}
 	}
-	cpu := processCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	after := serverCounters(b, c)
 	slices.Sort(took)
 	n := float64(b.N)
