@@ -12,6 +12,7 @@ import (
 	sluice "github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/faultstore"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -482,18 +483,6 @@ func TestDecideErrors(t *testing.T) {
 	}
 }
 
-// down is a store that always fails.
-type down struct{}
-
-func (down) Apply(context.Context, ratelimit.Check) (ratelimit.Outcome, error) {
-	return ratelimit.Outcome{}, ratelimit.ErrUnavailable
-}
-func (down) ApplyAll(context.Context, []ratelimit.Check, []ratelimit.Outcome) (bool, error) {
-	return false, ratelimit.ErrUnavailable
-}
-func (down) Reset(context.Context, string, string) error { return ratelimit.ErrUnavailable }
-func (down) Close() error                                { return nil }
-
 func TestFailurePolicies(t *testing.T) {
 	set := mustSet(t, `
 domain: api
@@ -512,7 +501,7 @@ descriptors:
       requests_per_unit: 5
       on_failure: closed
 `)
-	e, err := policy.New(set, policy.WithStore(down{}))
+	e, err := policy.New(set, policy.WithStore(faultstore.Down()))
 	if err != nil {
 		t.Fatal(err)
 	}
