@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/redisslot"
 )
 
 // TestShardedAggregateExactConcurrentSafe: a key spread over 8 sub-keys
@@ -76,11 +77,11 @@ func TestSubKeySlots(t *testing.T) {
 				}
 				seen[sk] = true
 				src := sk
-				if tag, ok := braceTag(sk); ok {
+				if tag, ok := redisslot.HashTag(sk); ok {
 					src = tag
 				}
-				slot := int(redisSlot(src))
-				if lo, hi := i*redisSlots/n, (i+1)*redisSlots/n; slot < lo || slot >= hi {
+				slot := int(redisslot.TagSlot(src))
+				if lo, hi := i*redisslot.Slots/n, (i+1)*redisslot.Slots/n; slot < lo || slot >= hi {
 					t.Errorf("key %q: sub-key %d of %d in slot %d, outside [%d, %d)", key, i, n, slot, lo, hi)
 				}
 			}
