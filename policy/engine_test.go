@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/internal/faultstore"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/policy/policytest"
 )
 
 // clock is a settable clock starting at a boundary of every unit up to a
@@ -28,23 +29,6 @@ func newClock() *clock {
 
 func (c *clock) Now() int64              { return c.ns.Load() }
 func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
-func mustSet(t testing.TB, texts ...string) *policy.Set {
-	t.Helper()
-	var cs []policy.Config
-	for _, text := range texts {
-		c, err := policy.Parse("test.yaml", []byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
-	}
-	set, err := policy.NewSet(cs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
 
 // memEngine returns an engine for the YAML texts on a private memory
 // store reading clk.
@@ -62,57 +46,16 @@ func memEngine(t testing.TB, clk ratelimit.Clock, texts ...string) *policy.Engin
 	return e
 }
 
-func desc(kv ...string) policy.Descriptor {
-	var d policy.Descriptor
-	for i := 0; i+1 < len(kv); i += 2 {
-		d = append(d, policy.Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return d
-}
+// The helpers policytest exports, under short names.
+var (
+	mustSet  = policytest.MustSet
+	desc     = policytest.Desc
+	decide   = policytest.Decide
+	admitted = policytest.Admitted
+)
 
-// decide calls Decide and fails the test on an error.
-func decide(t testing.TB, e *policy.Engine, domain string, hits int64, ds ...policy.Descriptor) policy.Result {
-	t.Helper()
-	res, err := e.Decide(context.Background(), domain, ds, hits)
-	if err != nil {
-		t.Fatalf("Decide(%v): %v", ds, err)
-	}
-	if len(res.Statuses) != len(ds) {
-		t.Fatalf("Decide(%v): %d statuses", ds, len(res.Statuses))
-	}
-	return res
-}
-
-// admitted counts the calls of n admitted out of tries.
-func admitted(t testing.TB, e *policy.Engine, domain string, tries int, ds ...policy.Descriptor) int {
-	t.Helper()
-	n := 0
-	for range tries {
-		if decide(t, e, domain, 1, ds...).Allowed {
-			n++
-		}
-	}
-	return n
-}
-
-// The envoyproxy/ratelimit README's messaging example: a nested rule for
-// marketing messages per number, and a rule per number.
-const messaging = `
-domain: messaging
-descriptors:
-  - key: message_type
-    value: marketing
-    descriptors:
-      - key: to_number
-        rate_limit:
-          unit: day
-          requests_per_unit: 5
-  - key: to_number
-    metadata: {owner: messaging-team}
-    rate_limit:
-      unit: day
-      requests_per_unit: 100
-`
+// messaging is the envoyproxy/ratelimit README's messaging example.
+const messaging = policytest.EnvoyMessaging
 
 func TestEnvoyNestedDescriptors(t *testing.T) {
 	e := memEngine(t, newClock(), messaging)
@@ -146,18 +89,7 @@ func TestEnvoyNestedDescriptors(t *testing.T) {
 }
 
 func TestEnvoyDenyListAndExactOverride(t *testing.T) {
-	e := memEngine(t, newClock(), `
-domain: edge_proxy_per_ip
-descriptors:
-  - key: remote_address
-    rate_limit:
-      unit: second
-      requests_per_unit: 10
-  - key: remote_address
-    value: 50.0.0.5
-    rate_limit:
-      unit: second
-      requests_per_unit: 0
+	e := memEngine(t, newClock(), policytest.EnvoyPerIP+`
   - key: remote_address
     value: 10.0.0.1
     rate_limit: 1000/second
