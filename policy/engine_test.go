@@ -5,30 +5,16 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	sluice "github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/fakeclock"
 	"github.com/sluicehq/sluice/internal/faultstore"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/policy/policytest"
 )
-
-// clock is a settable clock starting at a boundary of every unit up to a
-// day.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *clock) Now() int64              { return c.ns.Load() }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // memEngine returns an engine for the YAML texts on a private memory
 // store reading clk.
@@ -58,7 +44,7 @@ var (
 const messaging = policytest.EnvoyMessaging
 
 func TestEnvoyNestedDescriptors(t *testing.T) {
-	e := memEngine(t, newClock(), messaging)
+	e := memEngine(t, fakeclock.New(), messaging)
 	marketing := desc("message_type", "marketing", "to_number", "2061111111")
 	number := desc("to_number", "2061111111")
 	if got := admitted(t, e, "messaging", 7, marketing, number); got != 5 {
@@ -89,7 +75,7 @@ func TestEnvoyNestedDescriptors(t *testing.T) {
 }
 
 func TestEnvoyDenyListAndExactOverride(t *testing.T) {
-	e := memEngine(t, newClock(), policytest.EnvoyPerIP+`
+	e := memEngine(t, fakeclock.New(), policytest.EnvoyPerIP+`
   - key: remote_address
     value: 10.0.0.1
     rate_limit: 1000/second
@@ -107,7 +93,7 @@ func TestEnvoyDenyListAndExactOverride(t *testing.T) {
 }
 
 func TestWildcardsMostSpecificAndShared(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: files
 descriptors:
   - key: path
@@ -143,7 +129,7 @@ descriptors:
 }
 
 func TestReplacesUnlimitedShadow(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: category
@@ -206,7 +192,7 @@ descriptors:
 // an enforced denial takes nothing from anyone; a shadow denial lets the
 // request through and takes it from the enforced rules only.
 func TestStrictest(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: user
@@ -237,7 +223,7 @@ descriptors:
 }
 
 func TestShadowAtomicity(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: user
@@ -264,7 +250,7 @@ descriptors:
 }
 
 func TestPlansKeepOneBucket(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: user
@@ -302,7 +288,7 @@ descriptors:
 }
 
 func TestGlobalAndPerUserEndpoint(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: generic_key
@@ -326,7 +312,7 @@ descriptors:
 }
 
 func TestSwapKeepsBucketsByIdentity(t *testing.T) {
-	clk := newClock()
+	clk := fakeclock.New()
 	e := memEngine(t, clk, `
 domain: api
 descriptors:
@@ -391,7 +377,7 @@ descriptors:
 }
 
 func TestDecideErrors(t *testing.T) {
-	e := memEngine(t, newClock(), messaging)
+	e := memEngine(t, fakeclock.New(), messaging)
 	ctx := context.Background()
 	cases := []struct {
 		domain string
@@ -499,7 +485,7 @@ func TestNewAndWatchValidate(t *testing.T) {
 }
 
 func TestWildcardMiddleAndNested(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: path
@@ -538,7 +524,7 @@ descriptors:
 // TestReplacedRulesStillReplace pins envoy's rule that a replaced rule's
 // own replaces still apply, whatever the order of the descriptors.
 func TestReplacedRulesStillReplace(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: a
@@ -557,7 +543,7 @@ descriptors:
 // TestKeysOfSeveralValuesNeverCollide checks that values joined into one
 // bucket key cannot be confused by moving a separator between them.
 func TestKeysOfSeveralValuesNeverCollide(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: user
@@ -587,7 +573,7 @@ func TestManyKeysAtOneLevel(t *testing.T) {
 	for i := range 12 {
 		text += "  - key: k" + strconv.Itoa(i) + "\n    rate_limit: " + strconv.Itoa(i+1) + "/minute\n"
 	}
-	e := memEngine(t, newClock(), text)
+	e := memEngine(t, fakeclock.New(), text)
 	for i := range 12 {
 		res := decide(t, e, "api", 0, desc("k"+strconv.Itoa(i), "v"))
 		if st := res.Statuses[0]; !st.Matched || st.Decision.Limit.Count != int64(i+1) {

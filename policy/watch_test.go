@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/fakeclock"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -63,7 +64,7 @@ func TestWatchReloadsKeepingState(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "api.yaml")
 	writeAtomic(t, path, rules(5))
-	e := memEngine(t, newClock(), rules(5))
+	e := memEngine(t, fakeclock.New(), rules(5))
 	reloads := watch(t, dir, e, policy.WithDebounce(20*time.Millisecond))
 	if got := admitted(t, e, "api", 3, desc("user", "u")); got != 3 {
 		t.Fatalf("before: %d", got)
@@ -112,7 +113,7 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "api.yaml"), filepath.Join(dir, "api.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	e := memEngine(t, newClock(), rules(5))
+	e := memEngine(t, fakeclock.New(), rules(5))
 	reloads := watch(t, dir, e, policy.WithDebounce(20*time.Millisecond))
 
 	written := time.Now()
@@ -147,7 +148,7 @@ func TestWatchPollsWhatInotifyMisses(t *testing.T) {
 	if err := os.Link(path, link); err != nil {
 		t.Skipf("no hard links here: %v", err)
 	}
-	e := memEngine(t, newClock(), rules(5))
+	e := memEngine(t, fakeclock.New(), rules(5))
 	reloads := watch(t, dir, e, policy.WithPollInterval(20*time.Millisecond))
 	f, err := os.OpenFile(link, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
