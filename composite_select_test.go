@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/fakeclock"
 )
 
 // decideSelected calls DecideSelected with room for every decision.
@@ -19,7 +20,7 @@ func decideSelected(ctx context.Context, c *sluice.Composite, n int64, sel []slu
 }
 
 func TestCompositeDecideSelectedSubsetAtomic(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	rules := []sluice.Rule{
 		{Name: "ip", Algorithm: gcra.New(), Limit: sluice.PerHour(5)},
 		{Name: "user", Algorithm: gcra.New(), Limit: sluice.PerHour(3)},
@@ -66,7 +67,7 @@ func TestCompositeDecideSelectedSubsetAtomic(t *testing.T) {
 }
 
 func TestCompositeWithRulesKeepsBucketsAndConverts(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	c, err := sluice.NewComposite([]sluice.Rule{
 		{Name: "a", Algorithm: gcra.New(), Limit: sluice.PerHour(10)},
 		{Name: "b", Algorithm: gcra.New(), Limit: sluice.PerHour(10)},

@@ -8,12 +8,13 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/core/memstore"
+	"github.com/sluicehq/sluice/internal/fakeclock"
 )
 
 // This example gives the limiter a memory store with a test clock so its
 // output is deterministic; real programs leave the store out.
 func ExampleLimiter_Allow() {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	st, _ := memstore.New(memstore.WithClock(clk))
 	lim, err := sluice.New(sluice.Rule{
 		Name:      "api",
@@ -41,7 +42,7 @@ func ExampleLimiter_Allow() {
 }
 
 func ExampleComposite_AllowN() {
-	st, _ := memstore.New(memstore.WithClock(newFakeClock()))
+	st, _ := memstore.New(memstore.WithClock(fakeclock.New()))
 	c, err := sluice.NewComposite([]sluice.Rule{
 		{Name: "per-user", Algorithm: gcra.New(), Limit: sluice.PerMinute(2)},
 		{Name: "global", Algorithm: gcra.New(), Limit: sluice.PerMinute(100)},
@@ -61,7 +62,7 @@ func ExampleComposite_AllowN() {
 }
 
 func ExampleLimiter_SetRule() {
-	st, _ := memstore.New(memstore.WithClock(newFakeClock()))
+	st, _ := memstore.New(memstore.WithClock(fakeclock.New()))
 	lim, _ := sluice.New(sluice.Rule{Name: "api", Algorithm: gcra.New(), Limit: sluice.PerMinute(2)}, sluice.WithStore(st))
 	ctx := context.Background()
 	d, _ := lim.AllowN(ctx, "alice", 2)

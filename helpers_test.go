@@ -2,27 +2,13 @@ package sluice_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 )
-
-// fakeClock is a settable clock.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() int64              { return c.ns.Load() }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // clockedStore returns a private memory store reading clk.
 func clockedStore(t testing.TB, clk ratelimit.Clock) *memstore.Store {

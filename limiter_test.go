@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/fakeclock"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -45,7 +46,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestLimiterAllowPeekReset(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	lim := newLimiter(t, sluice.PerSecond(2).WithBurst(2), sluice.WithStore(clockedStore(t, clk)))
 	ctx := t.Context()
 	for i := range 2 {
@@ -101,7 +102,7 @@ func TestLimitersShareTheDefaultStoreByRuleName(t *testing.T) {
 }
 
 func TestLimiterReserveCancel(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	lim := newLimiter(t, sluice.PerSecond(10).WithBurst(1), sluice.WithStore(clockedStore(t, clk)))
 	ctx := t.Context()
 	r1, err := lim.ReserveN(ctx, "k", 1, time.Second)
@@ -272,7 +273,7 @@ func TestLimiterBudgetHoldsUnderDeadlines(t *testing.T) {
 }
 
 func TestSetRuleKeepsState(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	lim := newLimiter(t, sluice.PerHour(10), sluice.WithStore(clockedStore(t, clk)))
 	ctx := t.Context()
 	if d, _ := lim.AllowN(ctx, "k", 10); !d.Allowed {
@@ -297,7 +298,7 @@ func TestSetRuleKeepsState(t *testing.T) {
 }
 
 func TestSetRuleConvertsAlgorithm(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	lim := newLimiter(t, sluice.PerHour(10), sluice.WithStore(clockedStore(t, clk)))
 	ctx := t.Context()
 	if d, _ := lim.AllowN(ctx, "k", 7); !d.Allowed {
@@ -319,7 +320,7 @@ func TestSetRuleConvertsAlgorithm(t *testing.T) {
 }
 
 func TestAllowWithLimitAndUnlimited(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	lim := newLimiter(t, sluice.PerHour(2), sluice.WithStore(clockedStore(t, clk)))
 	ctx := t.Context()
 	pro := sluice.PerHour(5)
@@ -350,7 +351,7 @@ func TestAllowWithLimitAndUnlimited(t *testing.T) {
 }
 
 func TestSetRuleIsAtomicConcurrentSafe(t *testing.T) {
-	lim := newLimiter(t, sluice.PerHour(1000), sluice.WithStore(clockedStore(t, newFakeClock())))
+	lim := newLimiter(t, sluice.PerHour(1000), sluice.WithStore(clockedStore(t, fakeclock.New())))
 	ctx := t.Context()
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
@@ -385,7 +386,7 @@ func TestSetRuleIsAtomicConcurrentSafe(t *testing.T) {
 }
 
 func TestCompositeStrictestWinsNothingConsumed(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	rules := []sluice.Rule{
 		{Name: "ip", Algorithm: gcra.New(), Limit: sluice.PerHour(5)},
 		{Name: "user", Algorithm: gcra.New(), Limit: sluice.PerHour(3)},

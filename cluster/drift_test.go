@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 // Drift tests: nodes of an in-process cluster on loopback serve one key
@@ -88,19 +89,7 @@ type runResult struct {
 // exceeds r throughout; a stall of the test process (every client stops
 // together) makes it smaller, and holding the cluster to B + r·T then
 // would count the clients' silence as the limiter's under-admission.
-func exactAdmits(at []time.Duration) int64 {
-	slices.Sort(at)
-	tokens, last, n := float64(driftBurst), time.Duration(0), int64(0)
-	for _, t := range at {
-		tokens = min(driftBurst, tokens+driftRate*(t-last).Seconds())
-		last = t
-		if tokens >= 1 {
-			tokens--
-			n++
-		}
-	}
-	return n
-}
+func exactAdmits(at []time.Duration) int64 { return model.ExactAdmits(driftLimit, at) }
 
 // testCluster is a cluster whose membership a scenario may change.
 type testCluster struct {

@@ -2,7 +2,6 @@ package grpclimit_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/grpclimit"
+	"github.com/sluicehq/sluice/internal/faultstore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,18 +22,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
-
-type failingStore struct{}
-
-func (failingStore) Apply(context.Context, ratelimit.Check) (ratelimit.Outcome, error) {
-	return ratelimit.Outcome{}, fmt.Errorf("%w: connection refused", ratelimit.ErrUnavailable)
-}
-
-func (failingStore) ApplyAll(context.Context, []ratelimit.Check, []ratelimit.Outcome) (bool, error) {
-	return false, fmt.Errorf("%w: connection refused", ratelimit.ErrUnavailable)
-}
-func (failingStore) Reset(context.Context, string, string) error { return nil }
-func (failingStore) Close() error                                { return nil }
 
 func newLimiter(t *testing.T, l sluice.Limit, st ratelimit.Store) *sluice.Limiter {
 	t.Helper()
@@ -138,7 +126,7 @@ func TestStreamResourceExhausted(t *testing.T) {
 }
 
 func TestFailClosedIsUnavailable(t *testing.T) {
-	c := serve(t, grpclimit.ByLimiter(newLimiter(t, sluice.PerMinute(1), failingStore{}), grpclimit.PeerAddress(64)), nil)
+	c := serve(t, grpclimit.ByLimiter(newLimiter(t, sluice.PerMinute(1), faultstore.Down()), grpclimit.PeerAddress(64)), nil)
 	_, err := c.Check(t.Context(), &healthpb.HealthCheckRequest{})
 	if code, ri, _ := details(t, err); code != codes.Unavailable || ri == nil || ri.GetRetryDelay().AsDuration() != time.Second {
 		t.Errorf("code %s, RetryInfo %v; want Unavailable with a 1 s RetryInfo", code, ri)

@@ -1,9 +1,7 @@
 package httplimit_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,21 +19,8 @@ import (
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/faultstore"
 )
-
-// failingStore is a store whose server is down: every call fails with
-// ErrUnavailable, as a real store's does when it cannot connect.
-type failingStore struct{}
-
-func (failingStore) Apply(context.Context, ratelimit.Check) (ratelimit.Outcome, error) {
-	return ratelimit.Outcome{}, fmt.Errorf("%w: connection refused", ratelimit.ErrUnavailable)
-}
-
-func (failingStore) ApplyAll(context.Context, []ratelimit.Check, []ratelimit.Outcome) (bool, error) {
-	return false, fmt.Errorf("%w: connection refused", ratelimit.ErrUnavailable)
-}
-func (failingStore) Reset(context.Context, string, string) error { return nil }
-func (failingStore) Close() error                                { return nil }
 
 func newLimiter(t *testing.T, l sluice.Limit, failOpen bool, st ratelimit.Store) *sluice.Limiter {
 	t.Helper()
@@ -270,7 +255,7 @@ func TestMiddleware(t *testing.T) {
 		{
 			name: "fail-open rule lets requests through when the store is down",
 			mw: func(t *testing.T) func(http.Handler) http.Handler {
-				return httplimit.Middleware(httplimit.ByLimiter(newLimiter(t, sluice.PerMinute(1), true, failingStore{}), httplimit.ClientIP()))
+				return httplimit.Middleware(httplimit.ByLimiter(newLimiter(t, sluice.PerMinute(1), true, faultstore.Down()), httplimit.ClientIP()))
 			},
 			steps: []step{{status: 200, check: func(t *testing.T, r reply) {
 				if len(r.fields.limit) != 0 {
@@ -281,7 +266,7 @@ func TestMiddleware(t *testing.T) {
 		{
 			name: "fail-closed rule answers 503 with Retry-After, not 500",
 			mw: func(t *testing.T) func(http.Handler) http.Handler {
-				return httplimit.Middleware(httplimit.ByLimiter(newLimiter(t, sluice.PerMinute(1), false, failingStore{}), httplimit.ClientIP()),
+				return httplimit.Middleware(httplimit.ByLimiter(newLimiter(t, sluice.PerMinute(1), false, faultstore.Down()), httplimit.ClientIP()),
 					httplimit.WithUnavailableRetryAfter(3*time.Second))
 			},
 			steps: []step{{status: 503, check: func(t *testing.T, r reply) {

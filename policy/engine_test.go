@@ -5,45 +5,16 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	sluice "github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/fakeclock"
+	"github.com/sluicehq/sluice/internal/faultstore"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/policy/policytest"
 )
-
-// clock is a settable clock starting at a boundary of every unit up to a
-// day.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *clock) Now() int64              { return c.ns.Load() }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
-func mustSet(t testing.TB, texts ...string) *policy.Set {
-	t.Helper()
-	var cs []policy.Config
-	for _, text := range texts {
-		c, err := policy.Parse("test.yaml", []byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
-	}
-	set, err := policy.NewSet(cs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
 
 // memEngine returns an engine for the YAML texts on a private memory
 // store reading clk.
@@ -61,60 +32,19 @@ func memEngine(t testing.TB, clk ratelimit.Clock, texts ...string) *policy.Engin
 	return e
 }
 
-func desc(kv ...string) policy.Descriptor {
-	var d policy.Descriptor
-	for i := 0; i+1 < len(kv); i += 2 {
-		d = append(d, policy.Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return d
-}
+// The helpers policytest exports, under short names.
+var (
+	mustSet  = policytest.MustSet
+	desc     = policytest.Desc
+	decide   = policytest.Decide
+	admitted = policytest.Admitted
+)
 
-// decide calls Decide and fails the test on an error.
-func decide(t testing.TB, e *policy.Engine, domain string, hits int64, ds ...policy.Descriptor) policy.Result {
-	t.Helper()
-	res, err := e.Decide(context.Background(), domain, ds, hits)
-	if err != nil {
-		t.Fatalf("Decide(%v): %v", ds, err)
-	}
-	if len(res.Statuses) != len(ds) {
-		t.Fatalf("Decide(%v): %d statuses", ds, len(res.Statuses))
-	}
-	return res
-}
-
-// admitted counts the calls of n admitted out of tries.
-func admitted(t testing.TB, e *policy.Engine, domain string, tries int, ds ...policy.Descriptor) int {
-	t.Helper()
-	n := 0
-	for range tries {
-		if decide(t, e, domain, 1, ds...).Allowed {
-			n++
-		}
-	}
-	return n
-}
-
-// The envoyproxy/ratelimit README's messaging example: a nested rule for
-// marketing messages per number, and a rule per number.
-const messaging = `
-domain: messaging
-descriptors:
-  - key: message_type
-    value: marketing
-    descriptors:
-      - key: to_number
-        rate_limit:
-          unit: day
-          requests_per_unit: 5
-  - key: to_number
-    metadata: {owner: messaging-team}
-    rate_limit:
-      unit: day
-      requests_per_unit: 100
-`
+// messaging is the envoyproxy/ratelimit README's messaging example.
+const messaging = policytest.EnvoyMessaging
 
 func TestEnvoyNestedDescriptors(t *testing.T) {
-	e := memEngine(t, newClock(), messaging)
+	e := memEngine(t, fakeclock.New(), messaging)
 	marketing := desc("message_type", "marketing", "to_number", "2061111111")
 	number := desc("to_number", "2061111111")
 	if got := admitted(t, e, "messaging", 7, marketing, number); got != 5 {
@@ -145,18 +75,7 @@ func TestEnvoyNestedDescriptors(t *testing.T) {
 }
 
 func TestEnvoyDenyListAndExactOverride(t *testing.T) {
-	e := memEngine(t, newClock(), `
-domain: edge_proxy_per_ip
-descriptors:
-  - key: remote_address
-    rate_limit:
-      unit: second
-      requests_per_unit: 10
-  - key: remote_address
-    value: 50.0.0.5
-    rate_limit:
-      unit: second
-      requests_per_unit: 0
+	e := memEngine(t, fakeclock.New(), policytest.EnvoyPerIP+`
   - key: remote_address
     value: 10.0.0.1
     rate_limit: 1000/second
@@ -174,7 +93,7 @@ descriptors:
 }
 
 func TestWildcardsMostSpecificAndShared(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: files
 descriptors:
   - key: path
@@ -210,7 +129,7 @@ descriptors:
 }
 
 func TestReplacesUnlimitedShadow(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: category
@@ -273,7 +192,7 @@ descriptors:
 // an enforced denial takes nothing from anyone; a shadow denial lets the
 // request through and takes it from the enforced rules only.
 func TestStrictest(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: user
@@ -304,7 +223,7 @@ descriptors:
 }
 
 func TestShadowAtomicity(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: user
@@ -331,7 +250,7 @@ descriptors:
 }
 
 func TestPlansKeepOneBucket(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: user
@@ -369,7 +288,7 @@ descriptors:
 }
 
 func TestGlobalAndPerUserEndpoint(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: generic_key
@@ -393,7 +312,7 @@ descriptors:
 }
 
 func TestSwapKeepsBucketsByIdentity(t *testing.T) {
-	clk := newClock()
+	clk := fakeclock.New()
 	e := memEngine(t, clk, `
 domain: api
 descriptors:
@@ -458,7 +377,7 @@ descriptors:
 }
 
 func TestDecideErrors(t *testing.T) {
-	e := memEngine(t, newClock(), messaging)
+	e := memEngine(t, fakeclock.New(), messaging)
 	ctx := context.Background()
 	cases := []struct {
 		domain string
@@ -482,18 +401,6 @@ func TestDecideErrors(t *testing.T) {
 	}
 }
 
-// down is a store that always fails.
-type down struct{}
-
-func (down) Apply(context.Context, ratelimit.Check) (ratelimit.Outcome, error) {
-	return ratelimit.Outcome{}, ratelimit.ErrUnavailable
-}
-func (down) ApplyAll(context.Context, []ratelimit.Check, []ratelimit.Outcome) (bool, error) {
-	return false, ratelimit.ErrUnavailable
-}
-func (down) Reset(context.Context, string, string) error { return ratelimit.ErrUnavailable }
-func (down) Close() error                                { return nil }
-
 func TestFailurePolicies(t *testing.T) {
 	set := mustSet(t, `
 domain: api
@@ -512,7 +419,7 @@ descriptors:
       requests_per_unit: 5
       on_failure: closed
 `)
-	e, err := policy.New(set, policy.WithStore(down{}))
+	e, err := policy.New(set, policy.WithStore(faultstore.Down()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +485,7 @@ func TestNewAndWatchValidate(t *testing.T) {
 }
 
 func TestWildcardMiddleAndNested(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: path
@@ -617,7 +524,7 @@ descriptors:
 // TestReplacedRulesStillReplace pins envoy's rule that a replaced rule's
 // own replaces still apply, whatever the order of the descriptors.
 func TestReplacedRulesStillReplace(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: a
@@ -636,7 +543,7 @@ descriptors:
 // TestKeysOfSeveralValuesNeverCollide checks that values joined into one
 // bucket key cannot be confused by moving a separator between them.
 func TestKeysOfSeveralValuesNeverCollide(t *testing.T) {
-	e := memEngine(t, newClock(), `
+	e := memEngine(t, fakeclock.New(), `
 domain: api
 descriptors:
   - key: user
@@ -666,7 +573,7 @@ func TestManyKeysAtOneLevel(t *testing.T) {
 	for i := range 12 {
 		text += "  - key: k" + strconv.Itoa(i) + "\n    rate_limit: " + strconv.Itoa(i+1) + "/minute\n"
 	}
-	e := memEngine(t, newClock(), text)
+	e := memEngine(t, fakeclock.New(), text)
 	for i := range 12 {
 		res := decide(t, e, "api", 0, desc("k"+strconv.Itoa(i), "v"))
 		if st := res.Statuses[0]; !st.Matched || st.Decision.Limit.Count != int64(i+1) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/memstore"
+	"github.com/sluicehq/sluice/internal/fakeclock"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -34,7 +35,7 @@ func (s *gatedSink) WriteViolations(ctx context.Context, batch []policy.Violatio
 
 func sinkEngine(t *testing.T, s policy.Sink, queue int) *policy.Engine {
 	t.Helper()
-	st, err := memstore.New(memstore.WithClock(newClock()))
+	st, err := memstore.New(memstore.WithClock(fakeclock.New()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/fakeclock"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -31,6 +32,21 @@ func rules(n int) string {
 	return "domain: api\ndescriptors:\n  - key: user\n    rate_limit: " + strconv.Itoa(n) + "/minute\n"
 }
 
+// watch watches dir for e, quietly, until t ends, and returns the reload
+// reports.
+func watch(t *testing.T, dir string, e *policy.Engine, opt policy.WatchOption) <-chan policy.Reload {
+	t.Helper()
+	reloads := make(chan policy.Reload, 16)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w, err := policy.Watch(context.Background(), dir, e, opt,
+		policy.OnReload(func(r policy.Reload) { reloads <- r }), policy.WithWatchLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	return reloads
+}
+
 // awaitReload waits for the next reload report; the deadline only keeps
 // a broken watcher from hanging the test.
 func awaitReload(t *testing.T, reloads <-chan policy.Reload) policy.Reload {
@@ -48,15 +64,8 @@ func TestWatchReloadsKeepingState(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "api.yaml")
 	writeAtomic(t, path, rules(5))
-	e := memEngine(t, newClock(), rules(5))
-	reloads := make(chan policy.Reload, 16)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := policy.Watch(context.Background(), dir, e, policy.WithDebounce(20*time.Millisecond),
-		policy.OnReload(func(r policy.Reload) { reloads <- r }), policy.WithWatchLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	e := memEngine(t, fakeclock.New(), rules(5))
+	reloads := watch(t, dir, e, policy.WithDebounce(20*time.Millisecond))
 	if got := admitted(t, e, "api", 3, desc("user", "u")); got != 3 {
 		t.Fatalf("before: %d", got)
 	}
@@ -104,15 +113,8 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "api.yaml"), filepath.Join(dir, "api.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	e := memEngine(t, newClock(), rules(5))
-	reloads := make(chan policy.Reload, 16)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := policy.Watch(context.Background(), dir, e, policy.WithDebounce(20*time.Millisecond),
-		policy.OnReload(func(r policy.Reload) { reloads <- r }), policy.WithWatchLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	e := memEngine(t, fakeclock.New(), rules(5))
+	reloads := watch(t, dir, e, policy.WithDebounce(20*time.Millisecond))
 
 	written := time.Now()
 	version("..v2", rules(7))
@@ -146,15 +148,8 @@ func TestWatchPollsWhatInotifyMisses(t *testing.T) {
 	if err := os.Link(path, link); err != nil {
 		t.Skipf("no hard links here: %v", err)
 	}
-	e := memEngine(t, newClock(), rules(5))
-	reloads := make(chan policy.Reload, 16)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := policy.Watch(context.Background(), dir, e, policy.WithPollInterval(20*time.Millisecond),
-		policy.OnReload(func(r policy.Reload) { reloads <- r }), policy.WithWatchLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	e := memEngine(t, fakeclock.New(), rules(5))
+	reloads := watch(t, dir, e, policy.WithPollInterval(20*time.Millisecond))
 	f, err := os.OpenFile(link, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		t.Fatal(err)

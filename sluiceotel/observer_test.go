@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/faultstore"
 	"github.com/sluicehq/sluice/sluiceotel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -21,36 +21,16 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-// switchable is a memory store that answers ErrUnavailable while down.
-type switchable struct {
-	ratelimit.Store
-	down atomic.Bool
-}
-
-var errDown = fmt.Errorf("dial: %w", ratelimit.ErrUnavailable)
-
-func (s *switchable) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
-	if s.down.Load() {
-		return ratelimit.Outcome{}, errDown
-	}
-	return s.Store.Apply(ctx, c)
-}
-
-func (s *switchable) ApplyAll(ctx context.Context, cs []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
-	if s.down.Load() {
-		return false, errDown
-	}
-	return s.Store.ApplyAll(ctx, cs, out)
-}
-
-func newStore(t *testing.T) *switchable {
+// newStore returns a memory store that answers ErrUnavailable once taken
+// down.
+func newStore(t *testing.T) *faultstore.Store {
 	t.Helper()
 	mem, err := memstore.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mem.Close() })
-	return &switchable{Store: mem}
+	return faultstore.Wrap(mem)
 }
 
 // newObserver returns an observer recording into a ManualReader.
@@ -98,7 +78,7 @@ func TestMetrics(t *testing.T) {
 			t.Fatalf("api call %d: %+v, %v; want allowed=%v", i, d, err, want)
 		}
 	}
-	st.down.Store(true)
+	st.SetDown(true)
 	if d, _ := open.Allow(ctx, "client-1"); !d.Allowed || !d.ByPolicy {
 		t.Fatalf("fail-open: %+v", d)
 	}
@@ -232,7 +212,7 @@ func TestSpanEvents(t *testing.T) {
 			ctx, span := tp.Tracer("test").Start(context.Background(), "request")
 			_, _ = api.Allow(ctx, "client-1")
 			denied, _ := api.Allow(ctx, "client-1")
-			st.down.Store(true)
+			st.SetDown(true)
 			_, _ = closed.Allow(ctx, "client-1")
 			span.End()
 
@@ -266,7 +246,7 @@ func TestSpanEvents(t *testing.T) {
 			}
 			a = attrs(events[2].Attributes)
 			if a["sluice.rule"].AsString() != "closed" || a["sluice.allowed"].AsBool() || !a["sluice.by_policy"].AsBool() ||
-				a["error.type"].AsString() != "unavailable" || a["exception.message"].AsString() != errDown.Error() {
+				a["error.type"].AsString() != "unavailable" || a["exception.message"].AsString() != faultstore.ErrDown.Error() {
 				t.Errorf("fail-closed event: %v", events[2].Attributes)
 			}
 		})

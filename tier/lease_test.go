@@ -20,19 +20,19 @@ func check(key string, l ratelimit.Limit) ratelimit.Check {
 	return ratelimit.Check{Namespace: "r", Key: key, Algorithm: gcra.New(), Limit: l, Cost: 1}
 }
 
-// TestLeaseExactUnderContentionConcurrentSafe: four Stores, 16 callers
-// each, one key of burst 100 without refill: every unit is admitted once,
-// never more, and no lease strands units while every node has demand.
-func TestLeaseExactUnderContentionConcurrentSafe(t *testing.T) {
-	b := newBacking(t, nil)
+// admitUnderContention makes stores Stores with newStore, each called by
+// callers goroutines applying c calls times, and returns how many calls
+// were admitted. A call's error fails t and ends its goroutine.
+func admitUnderContention(t *testing.T, stores int, newStore func() *Store, callers, calls int, c ratelimit.Check) int64 {
+	t.Helper()
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
-	for range 4 {
-		s := newTier(t, b, WithRule("r", Rule{Mode: Lease}))
-		for range 16 {
+	for range stores {
+		s := newStore()
+		for range callers {
 			wg.Go(func() {
-				for range 20 {
-					o, err := s.Apply(t.Context(), check("k", noRefill))
+				for range calls {
+					o, err := s.Apply(t.Context(), c)
 					if err != nil {
 						t.Error(err)
 						return
@@ -45,7 +45,16 @@ func TestLeaseExactUnderContentionConcurrentSafe(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if got := admitted.Load(); got != noRefill.Burst {
+	return admitted.Load()
+}
+
+// TestLeaseExactUnderContentionConcurrentSafe: four Stores, 16 callers
+// each, one key of burst 100 without refill: every unit is admitted once,
+// never more, and no lease strands units while every node has demand.
+func TestLeaseExactUnderContentionConcurrentSafe(t *testing.T) {
+	b := newBacking(t, nil)
+	newStore := func() *Store { return newTier(t, b, WithRule("r", Rule{Mode: Lease})) }
+	if got := admitUnderContention(t, 4, newStore, 16, 20, check("k", noRefill)); got != noRefill.Burst {
 		t.Fatalf("admitted %d, want exactly %d", got, noRefill.Burst)
 	}
 }

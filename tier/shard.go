@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/redisslot"
 )
 
 // Hot-key sharding spreads the state of one key over n sub-keys of the
@@ -50,10 +50,14 @@ type subKeys struct {
 // 16384 Redis Cluster slots: on a cluster whose masters own contiguous
 // slot ranges, the sub-keys are spread over the masters. A key with a
 // hash tag of its own ("{tenant}:ip") has the tag widened instead, since
-// redisstore hashes only the tag: "{tenant\x00s}{tenant}:ip".
+// redisstore hashes only the tag: "{tenant\x00s}{tenant}:ip". The slots
+// come from internal/redisslot, which redisstore writes its keys with
+// (docs/redis.md "Key layout"); TestSubKeySlots checks the ranges, and
+// conformance/e2e's TestTierShardedCluster checks them with CLUSTER
+// KEYSLOT on a real cluster.
 func subKey(key string, i, n int) string {
-	lo, hi := i*redisSlots/n, (i+1)*redisSlots/n
-	tag, tagged := braceTag(key)
+	lo, hi := i*redisslot.Slots/n, (i+1)*redisslot.Slots/n
+	tag, tagged := redisslot.HashTag(key)
 	var first string
 	for s := 0; ; s++ {
 		suffix := "\x00" + strconv.Itoa(s)
@@ -68,7 +72,7 @@ func subKey(key string, i, n int) string {
 		if s == 0 {
 			first = candidate
 		}
-		if slot := int(redisSlot(source)); slot >= lo && slot < hi {
+		if slot := int(redisslot.TagSlot(source)); slot >= lo && slot < hi {
 			return candidate
 		}
 		if s > 64*n {
@@ -192,52 +196,4 @@ func (s *Store) sweepSubKeys(now int64) {
 		defer sk.mu.Unlock()
 		return now-sk.lastUse < int64(time.Minute)
 	})
-}
-
-// Redis Cluster's slot of a key built by redisstore with its default tag
-// function: docs/redis.md "Key layout" (a stored layout, changed only as a
-// breaking change). The tag is 3 characters of base64url carrying 18 bits
-// of FNV-1a then MurmurHash3's finalizer over the tag source; the slot is
-// CRC16 of the tag. TestSubKeySlots checks the slot ranges this gives;
-// conformance/e2e's TestTierShardedCluster checks with CLUSTER KEYSLOT
-// that a real cluster puts one sub-key in each n-th of the slots.
-const redisSlots = 16384
-
-const tagAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-
-// braceTag returns the content of the first non-empty "{…}" of key.
-func braceTag(key string) (string, bool) {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if n := strings.IndexByte(key[open+1:], '}'); n > 0 {
-			return key[open+1 : open+1+n], true
-		}
-	}
-	return "", false
-}
-
-// redisSlot returns the slot of a redisstore key whose tag source is src.
-func redisSlot(src string) uint16 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(src); i++ {
-		h ^= uint64(src[i])
-		h *= 1099511628211
-	}
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	tag := [3]byte{tagAlphabet[h>>58], tagAlphabet[h>>52&63], tagAlphabet[h>>46&63]}
-	var crc uint16
-	for _, b := range tag {
-		crc ^= uint16(b) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc & (redisSlots - 1)
 }

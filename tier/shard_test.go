@@ -2,12 +2,11 @@ package tier
 
 import (
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/redisslot"
 )
 
 // TestShardedAggregateExactConcurrentSafe: a key spread over 8 sub-keys
@@ -18,27 +17,8 @@ func TestShardedAggregateExactConcurrentSafe(t *testing.T) {
 		t.Run("mode="+mode.String(), func(t *testing.T) {
 			b := newBacking(t, nil)
 			l := ratelimit.Limit{Count: 10, Period: 1000 * time.Hour, Burst: 203} // not a multiple of 8
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			for range 3 {
-				s := newTier(t, b, WithRule("r", Rule{Mode: mode, Shards: 8}))
-				for range 8 {
-					wg.Go(func() {
-						for range 40 {
-							o, err := s.Apply(t.Context(), check("hot", l))
-							if err != nil {
-								t.Error(err)
-								return
-							}
-							if o.Allowed {
-								admitted.Add(1)
-							}
-						}
-					})
-				}
-			}
-			wg.Wait()
-			if got := admitted.Load(); got != l.Burst {
+			newStore := func() *Store { return newTier(t, b, WithRule("r", Rule{Mode: mode, Shards: 8})) }
+			if got := admitUnderContention(t, 3, newStore, 8, 40, check("hot", l)); got != l.Burst {
 				t.Fatalf("admitted %d over 8 sub-keys, want exactly %d", got, l.Burst)
 			}
 			// Every unit was taken from a sub-key, none from the key itself.
@@ -76,11 +56,11 @@ func TestSubKeySlots(t *testing.T) {
 				}
 				seen[sk] = true
 				src := sk
-				if tag, ok := braceTag(sk); ok {
+				if tag, ok := redisslot.HashTag(sk); ok {
 					src = tag
 				}
-				slot := int(redisSlot(src))
-				if lo, hi := i*redisSlots/n, (i+1)*redisSlots/n; slot < lo || slot >= hi {
+				slot := int(redisslot.TagSlot(src))
+				if lo, hi := i*redisslot.Slots/n, (i+1)*redisslot.Slots/n; slot < lo || slot >= hi {
 					t.Errorf("key %q: sub-key %d of %d in slot %d, outside [%d, %d)", key, i, n, slot, lo, hi)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
 // windowAlg is a fixed-window counter used by these tests until the
@@ -83,7 +84,7 @@ func randomName(prefix string) string {
 // newPool returns a pool on the test server, closed when t ends.
 func newPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(needPG(t))
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/conformance/storetest"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
 // ownedStore is a Store that closes its own pool, so that the suite's
@@ -28,7 +29,7 @@ func (o ownedStore) Close() error {
 // server's clock and with an injected clock (exact outcomes and TTLs), the
 // store-down checks stopping and restarting the child server.
 func TestStoretest(t *testing.T) {
-	dsn := needPG(t)
+	dsn := pgtest.DSN(t)
 	for _, tc := range []struct {
 		name  string
 		clock bool
@@ -40,10 +41,10 @@ func TestStoretest(t *testing.T) {
 			table := randomName("t_")
 			newStoreOn(t, newPool(t, nil), WithTable(table)) // creates the table
 			h := storetest.Harness{Algorithms: catalog.All()}
-			if testServer != nil {
-				h.Stop = func(t *testing.T) { testServer.kill() }
+			if srv := pgtest.Shared(); srv != nil {
+				h.Stop = func(t *testing.T) { srv.Stop() }
 				h.Start = func(t *testing.T) {
-					if err := testServer.start(); err != nil {
+					if err := srv.Start(t.Context()); err != nil {
 						t.Fatal(err)
 					}
 				}

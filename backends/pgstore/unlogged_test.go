@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
 // TestUnloggedAfterImmediateStop stops a dedicated server like a crash
@@ -16,14 +17,9 @@ import (
 // empty, so every key is fully available again, while a logged table keeps
 // its state. While the server is down, calls fail with ErrUnavailable.
 func TestUnloggedAfterImmediateStop(t *testing.T) {
-	needOwnServer(t)
-	srv, err := startPG()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.remove)
+	srv := pgtest.New(t)
 	connect := func() *pgxpool.Pool {
-		pool, err := pgxpool.New(t.Context(), srv.dsn())
+		pool, err := pgxpool.New(t.Context(), srv.DSN())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,16 +41,14 @@ func TestUnloggedAfterImmediateStop(t *testing.T) {
 		}
 	}
 
-	if err := srv.stopImmediate(); err != nil {
-		t.Fatal(err)
-	}
+	srv.Crash()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-	_, err = unlogged.Apply(ctx, take("k", 5, 1))
+	_, err := unlogged.Apply(ctx, take("k", 5, 1))
 	cancel()
 	if !errors.Is(err, ratelimit.ErrUnavailable) {
 		t.Fatalf("Apply with the server down = %v, want ErrUnavailable", err)
 	}
-	if err := srv.start(); err != nil {
+	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,5 +1,7 @@
 package redisstore
 
+import "github.com/sluicehq/sluice/internal/redisslot"
+
 // Test-only hooks, exported to the package's external tests (package
 // redisstore_test) and absent from the public API.
 
@@ -29,8 +31,8 @@ func (s *Store) NativeCounts() (calls, fallbacks int64) {
 // KeySlot is keySlot.
 var KeySlot = keySlot
 
-// TagLen is tagLen.
-const TagLen = tagLen
+// TagLen is redisslot.TagLen.
+const TagLen = redisslot.TagLen
 
 // RedisKey returns the Redis key of (namespace, key).
 func (s *Store) RedisKey(namespace, key string) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/redisslot"
 )
 
 // Client is the part of a go-redis client the store uses: *redis.Client,
@@ -352,7 +353,7 @@ func (s *Store) keys(checks []ratelimit.Check) ([]string, error) {
 func tagOf(key string) string {
 	for i := 0; i < len(key); i++ {
 		if key[i] == '{' {
-			return key[i+1 : i+1+tagLen]
+			return key[i+1 : i+1+redisslot.TagLen]
 		}
 	}
 	return key

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluicehq/sluice/policy/policytest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -18,37 +19,12 @@ const (
 	over = rlsv3.RateLimitResponse_OVER_LIMIT
 )
 
-// The rules of envoyproxy/ratelimit's README examples 2 to 7 and 9.
+// The rules of envoyproxy/ratelimit's README examples 2 to 7 and 9; the
+// policy package's tests share the first two.
 const (
-	messagingRules = `
-domain: messaging
-descriptors:
-  - key: message_type
-    value: marketing
-    descriptors:
-      - key: to_number
-        rate_limit:
-          unit: day
-          requests_per_unit: 5
-  - key: to_number
-    rate_limit:
-      unit: day
-      requests_per_unit: 100
-`
-	perIPRules = `
-domain: edge_proxy_per_ip
-descriptors:
-  - key: remote_address
-    rate_limit:
-      unit: second
-      requests_per_unit: 10
-  - key: remote_address
-    value: 50.0.0.5
-    rate_limit:
-      unit: second
-      requests_per_unit: 0
-`
-	levelRules = `
+	messagingRules = policytest.EnvoyMessaging
+	perIPRules     = policytest.EnvoyPerIP
+	levelRules     = `
 domain: example4
 descriptors:
   - key: key

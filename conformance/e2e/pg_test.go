@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
@@ -28,29 +26,30 @@ func (s pgOwned) Close() error {
 	return err
 }
 
+// openPgStore returns a pgstore using table on a pool of its own (a
+// separate pod) over dsn.
+func openPgStore(t *testing.T, dsn, table string) pgOwned {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := pgstore.New(pool, pgstore.WithTable(table))
+	if err != nil {
+		pool.Close()
+		t.Fatal(err)
+	}
+	return pgOwned{st, pool}
+}
+
 // TestPostgresStore runs the conformance suite on pgstore against a
 // PostgreSQL private to the test: a table of its own, each store with its
 // own pool (a separate pod). The server is private so that the store-down
 // checks, which crash and restart it, disturb no other test.
 func TestPostgresStore(t *testing.T) {
 	srv := testenv.NewPostgres(t)
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	table := "e2e_" + hex.EncodeToString(b[:])
-	open := func(t *testing.T) pgOwned {
-		pool, err := pgxpool.New(t.Context(), srv.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := pgstore.New(pool, pgstore.WithTable(table))
-		if err != nil {
-			pool.Close()
-			t.Fatal(err)
-		}
-		return pgOwned{st, pool}
-	}
+	table := uniqueName(t, "e2e_")
+	open := func(t *testing.T) pgOwned { return openPgStore(t, srv.DSN, table) }
 	setup := open(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -60,11 +59,5 @@ func TestPostgresStore(t *testing.T) {
 	if err := setup.Close(); err != nil {
 		t.Fatal(err)
 	}
-	h := storetest.Harness{
-		Algorithms: algorithms(),
-		Stop:       func(t *testing.T) { srv.Stop(t) },
-		Start:      func(t *testing.T) { srv.Start(t) },
-		NewStore:   func(t *testing.T) ratelimit.Store { return open(t) },
-	}
-	storetest.Run(t, h)
+	storetest.Run(t, privateHarness(srv, func(t *testing.T) ratelimit.Store { return open(t) }))
 }

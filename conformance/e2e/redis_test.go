@@ -15,12 +15,36 @@ import (
 
 // redisPrefix returns a key prefix unique to one test, so tests share a
 // server without flushing it.
-func redisPrefix(t *testing.T) string {
+func redisPrefix(t *testing.T) string { return uniqueName(t, "e2e") + ":" }
+
+// uniqueName returns prefix followed by 12 random hex digits: a key
+// prefix or a table of one test's own.
+func uniqueName(t *testing.T, prefix string) string {
+	t.Helper()
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
-	return "e2e" + hex.EncodeToString(b[:]) + ":"
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// newRedisStore returns a redisstore with its own client (a separate pod)
+// on the standalone Redis srv, under prefix, and that client.
+func newRedisStore(t testing.TB, srv *testenv.Server, prefix string) (*redisstore.Store, *redis.Client) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:                  srv.Addr(),
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, c
 }
 
 // TestRedisStore runs the conformance suite on redisstore against a
@@ -30,27 +54,10 @@ func redisPrefix(t *testing.T) string {
 func TestRedisStore(t *testing.T) {
 	srv := testenv.NewRedis(t)
 	prefix := redisPrefix(t)
-	h := storetest.Harness{
-		Algorithms: algorithms(),
-		Stop:       func(t *testing.T) { srv.Stop(t) },
-		Start:      func(t *testing.T) { srv.Start(t) },
-		NewStore: func(t *testing.T) ratelimit.Store {
-			c := redis.NewClient(&redis.Options{
-				Addr:                  srv.Addr(),
-				MaxRetries:            -1,
-				ContextTimeoutEnabled: true,
-				ReadTimeout:           2 * time.Second,
-				WriteTimeout:          2 * time.Second,
-			})
-			t.Cleanup(func() { _ = c.Close() })
-			st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		},
-	}
-	storetest.Run(t, h)
+	storetest.Run(t, privateHarness(srv, func(t *testing.T) ratelimit.Store {
+		st, _ := newRedisStore(t, srv, prefix)
+		return st
+	}))
 }
 
 // TestRedisClusterStore runs the conformance suite on redisstore through
@@ -62,25 +69,20 @@ func TestRedisStore(t *testing.T) {
 func TestRedisClusterStore(t *testing.T) {
 	srv := testenv.NewRedisCluster(t)
 	prefix := redisPrefix(t)
-	storetest.Run(t, storetest.Harness{
-		Algorithms: algorithms(),
-		Stop:       func(t *testing.T) { srv.Stop(t) },
-		Start:      func(t *testing.T) { srv.Start(t) },
-		NewStore: func(t *testing.T) ratelimit.Store {
-			c := redis.NewClusterClient(&redis.ClusterOptions{
-				Addrs:                 srv.Addrs,
-				MaxRetries:            -1,
-				ContextTimeoutEnabled: true,
-				ReadTimeout:           2 * time.Second,
-				WriteTimeout:          2 * time.Second,
-			})
-			t.Cleanup(func() { _ = c.Close() })
-			st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000),
-				redisstore.WithHashTag(func(string, string) string { return "e2e" }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		},
-	})
+	storetest.Run(t, privateHarness(srv, func(t *testing.T) ratelimit.Store {
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 srv.Addrs,
+			MaxRetries:            -1,
+			ContextTimeoutEnabled: true,
+			ReadTimeout:           2 * time.Second,
+			WriteTimeout:          2 * time.Second,
+		})
+		t.Cleanup(func() { _ = c.Close() })
+		st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000),
+			redisstore.WithHashTag(func(string, string) string { return "e2e" }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}))
 }

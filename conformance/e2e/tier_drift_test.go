@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/conformance/e2e/testenv"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/tier"
 )
 
@@ -101,23 +101,6 @@ var tierPatterns = []tierPattern{
 
 // crashAt is when the crash pattern's node 3 dies.
 const crashAt = 2 * time.Second
-
-// tierExact runs the request instants through one exact token bucket of
-// l, full at 0, and returns how many it admits.
-func tierExact(l ratelimit.Limit, at []time.Duration) int64 {
-	slices.Sort(at)
-	burst, rate := float64(l.Burst), float64(l.Count)/l.Period.Seconds()
-	tokens, last, n := burst, time.Duration(0), int64(0)
-	for _, t := range at {
-		tokens = min(burst, tokens+rate*(t-last).Seconds())
-		last = t
-		if tokens >= 1 {
-			tokens--
-			n++
-		}
-	}
-	return n
-}
 
 // TestTierDrift measures every pattern in Lease and Sync mode.
 func TestTierDrift(t *testing.T) {
@@ -216,7 +199,7 @@ func runTierDrift(t *testing.T, srv *testenv.Server, mode tier.Mode, p tierPatte
 		per[i] = admitted[i].Load()
 		total += per[i]
 	}
-	exact := tierExact(tierLimit, all)
+	exact := model.ExactAdmits(tierLimit, all)
 	drift := float64(total-exact) / float64(exact)
 	var stats []tier.Stats
 	for i, st := range stores {

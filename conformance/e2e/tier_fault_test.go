@@ -2,14 +2,10 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sluicehq/sluice/backends/pgstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
 
 	"github.com/sluicehq/sluice"
@@ -46,7 +42,7 @@ func TestTierRedisKilled(t *testing.T) {
 			srv := testenv.NewRedis(t)
 			prefix := redisPrefix(t)
 			backing := func(t *testing.T) ratelimit.Store {
-				st, _ := newRedisBacking(t, srv, prefix)
+				st, _ := newRedisStore(t, srv, prefix)
 				return st
 			}
 			runTierKilled(t, mode, backing, srv)
@@ -63,27 +59,15 @@ func TestTierPostgresKilled(t *testing.T) {
 	for _, mode := range []tier.Mode{tier.Lease, tier.Sync} {
 		t.Run("mode="+mode.String(), func(t *testing.T) {
 			srv := testenv.NewPostgres(t)
-			var b [6]byte
-			if _, err := rand.Read(b[:]); err != nil {
-				t.Fatal(err)
-			}
-			table := "tier_" + hex.EncodeToString(b[:])
+			table := uniqueName(t, "tier_")
 			backing := func(t *testing.T) ratelimit.Store {
-				pool, err := pgxpool.New(t.Context(), srv.DSN)
-				if err != nil {
-					t.Fatal(err)
-				}
-				st, err := pgstore.New(pool, pgstore.WithTable(table))
-				if err != nil {
-					pool.Close()
-					t.Fatal(err)
-				}
+				st := openPgStore(t, srv.DSN, table)
 				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 				defer cancel()
 				if err := st.Migrate(ctx); err != nil {
 					t.Fatal(err)
 				}
-				return pgOwned{st, pool}
+				return st
 			}
 			runTierKilled(t, mode, backing, srv)
 		})

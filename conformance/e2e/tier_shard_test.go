@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/tier"
 )
 
@@ -163,7 +164,7 @@ func TestTierShardedCluster(t *testing.T) {
 		}
 		keysPer[i] = n
 	}
-	exact := float64(tierExact(limit, offers))
+	exact := float64(model.ExactAdmits(limit, offers))
 	t.Logf("%d calls in %s, admitted %d, exact %.0f (%+.2f%%), errors %d", calls.Load(), elapsed, admitted.Load(), exact,
 		100*(float64(admitted.Load())-exact)/exact, errs.Load())
 	t.Logf("keys per master %v, commands per master %v", keysPer, perMaster)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/backends/redisstore"
 	"github.com/sluicehq/sluice/conformance/e2e/testenv"
 	"github.com/sluicehq/sluice/conformance/storetest"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -24,30 +23,12 @@ func newTierRedis(t testing.TB, srv *testenv.Server, prefix string, opts ...tier
 // a test may close to make the store's process look crashed.
 func newTierRedisClient(t testing.TB, srv *testenv.Server, prefix string, opts ...tier.Option) (*tier.Store, *redis.Client) {
 	t.Helper()
-	st, c := newRedisBacking(t, srv, prefix)
+	st, c := newRedisStore(t, srv, prefix)
 	ts, err := tier.New(st, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ts, c
-}
-
-// newRedisBacking returns a redisstore with its own client on srv.
-func newRedisBacking(t testing.TB, srv *testenv.Server, prefix string) (*redisstore.Store, *redis.Client) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{
-		Addr:                  srv.Addr(),
-		MaxRetries:            -1,
-		ContextTimeoutEnabled: true,
-		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
-	})
-	t.Cleanup(func() { _ = c.Close() })
-	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithCASAttempts(1000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, c
 }
 
 // TestTierExactStore runs the conformance suite on the tier decorator in
@@ -57,15 +38,10 @@ func newRedisBacking(t testing.TB, srv *testenv.Server, prefix string) (*redisst
 func TestTierExactStore(t *testing.T) {
 	srv := testenv.NewRedis(t)
 	prefix := redisPrefix(t)
-	storetest.Run(t, storetest.Harness{
-		Algorithms: algorithms(),
-		Stop:       func(t *testing.T) { srv.Stop(t) },
-		Start:      func(t *testing.T) { srv.Start(t) },
-		NewStore: func(t *testing.T) ratelimit.Store {
-			// A probe interval shorter than the suite's recovery poll.
-			return newTierRedis(t, srv, prefix, tier.WithProbeInterval(time.Millisecond))
-		},
-	})
+	storetest.Run(t, privateHarness(srv, func(t *testing.T) ratelimit.Store {
+		// A probe interval shorter than the suite's recovery poll.
+		return newTierRedis(t, srv, prefix, tier.WithProbeInterval(time.Millisecond))
+	}))
 }
 
 // TestTierLeaseStore runs the conformance suite on the decorator with
@@ -77,18 +53,14 @@ func TestTierExactStore(t *testing.T) {
 func TestTierLeaseStore(t *testing.T) {
 	srv := testenv.NewRedis(t)
 	prefix := redisPrefix(t)
-	storetest.Run(t, storetest.Harness{
-		Algorithms: algorithms(),
-		Stop:       func(t *testing.T) { srv.Stop(t) },
-		Start:      func(t *testing.T) { srv.Start(t) },
-		NewStore: func(t *testing.T) ratelimit.Store {
-			return newTierRedis(t, srv, prefix, tier.WithProbeInterval(time.Millisecond),
-				tier.WithDefaultRule(tier.Rule{Mode: tier.Lease, LeaseTTL: time.Second}))
-		},
-		Approximate: func(limit ratelimit.Limit, stores int) storetest.Bound {
-			return storetest.Bound{Under: int64(stores) * limit.Burst / 4}
-		},
+	h := privateHarness(srv, func(t *testing.T) ratelimit.Store {
+		return newTierRedis(t, srv, prefix, tier.WithProbeInterval(time.Millisecond),
+			tier.WithDefaultRule(tier.Rule{Mode: tier.Lease, LeaseTTL: time.Second}))
 	})
+	h.Approximate = func(limit ratelimit.Limit, stores int) storetest.Bound {
+		return storetest.Bound{Under: int64(stores) * limit.Burst / 4}
+	}
+	storetest.Run(t, h)
 }
 
 // TestTierSyncStore runs the conformance suite on the decorator with

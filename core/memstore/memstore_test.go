@@ -14,11 +14,12 @@ import (
 	"github.com/sluicehq/sluice/algorithms/gcra"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/fakeclock"
 )
 
-func newMem(t *testing.T) (*memstore.Store, *fakeClock) {
+func newMem(t *testing.T) (*memstore.Store, *fakeclock.Clock) {
 	t.Helper()
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	s, err := memstore.New(memstore.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestMemoryStoreExactUnderContentionConcurrentSafe(t *testing.T) {
 }
 
 func TestMemoryStoreReclaimsIdleKeys(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	s, err := memstore.New(memstore.WithClock(clk), memstore.WithReclaimGrace(0))
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +314,7 @@ func BenchmarkMemoryStoreApply(b *testing.B) {
 }
 
 func TestMemoryStoreReclaimGrace(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	s, err := memstore.New(memstore.WithClock(clk), memstore.WithReclaimGrace(time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/fakeclock"
 )
 
 // TestTakeMatchesApply runs the same random sequence of takes, peeks and
@@ -29,7 +30,7 @@ func TestTakeMatchesApply(t *testing.T) {
 		ratelimit.PerSecond(1_000_000_000),
 	} {
 		t.Run(l.String(), func(t *testing.T) {
-			clkA, clkB := newFakeClock(), newFakeClock()
+			clkA, clkB := fakeclock.New(), fakeclock.New()
 			a, err := memstore.New(memstore.WithClock(clkA), memstore.WithReclaimGrace(0))
 			if err != nil {
 				t.Fatal(err)

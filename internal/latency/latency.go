@@ -41,8 +41,8 @@ func (p *Probe) run() {
 		select {
 		case <-p.stop:
 			return
-		case now := <-t.C:
-			now = time.Now()
+		case <-t.C:
+			now := time.Now()
 			if now.Sub(prev) > 2*tick {
 				p.mu.Lock()
 				p.stalls = append(p.stalls, span{prev.Add(tick), now})

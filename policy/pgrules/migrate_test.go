@@ -5,11 +5,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
 func TestMigrateIdempotent(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, needPG(t)) // migrated once
+	f := newFixture(t, pgtest.DSN(t)) // migrated once
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {

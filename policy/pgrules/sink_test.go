@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -32,7 +33,7 @@ func (g *gatedPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
 // a Sink writing through a closed gate; queue 0 is the default queue size.
 func violationEngine(t *testing.T, queue int) (*fixture, *gatedPool, *Sink, *policy.Engine) {
 	t.Helper()
-	f := newFixture(t, needPG(t))
+	f := newFixture(t, pgtest.DSN(t))
 	f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 1, "minute")
 	gp := &gatedPool{Pool: f.pool, gate: make(chan struct{})}
 	sink, err := NewSink(gp, f.opts...)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -13,7 +14,7 @@ import (
 // decides them on the memory store.
 func TestLoadDecides(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, needPG(t))
+	f := newFixture(t, pgtest.DSN(t))
 	cols := "descriptor, requests_per_unit, unit"
 	f.insert(t, cols, `[{"key":"remote_address"}]`, 3, "minute")                                  // per IP
 	f.insert(t, cols+", is_active", `[{"key":"remote_address"}]`, 100, "minute", false)           // inactive: ignored
@@ -69,7 +70,7 @@ func TestLoadDecides(t *testing.T) {
 // TestLoadReplaces: a rule switches off another one it names.
 func TestLoadReplaces(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, needPG(t))
+	f := newFixture(t, pgtest.DSN(t))
 	cols := "descriptor, requests_per_unit, unit, name"
 	f.insert(t, cols, `[{"key":"remote_address"}]`, 1, "minute", "per_ip")
 	f.insert(t, cols+", replaces", `[{"key":"user","value":"vip"}]`, 3, "minute", "vip", []string{"per_ip"})
@@ -94,7 +95,7 @@ func TestLoadReplaces(t *testing.T) {
 // table, the row's id and the column.
 func TestLoadRefusesBadRows(t *testing.T) {
 	t.Parallel()
-	dsn := needPG(t)
+	dsn := pgtest.DSN(t)
 	cols := "descriptor, requests_per_unit, unit"
 	for _, c := range []struct {
 		name string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -77,7 +78,7 @@ func waitLimit(t *testing.T, e *policy.Engine, domain string, d policy.Descripto
 // from COMMIT to the new limit deciding is logged.
 func TestWatchNotify(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, needPG(t))
+	f := newFixture(t, pgtest.DSN(t))
 	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 5, "minute")
 	user := desc("user", "u1")
 	e := f.engine(t, f.source(t))
@@ -157,7 +158,7 @@ func TestWatchNotify(t *testing.T) {
 // interval and keeps trying to listen.
 func TestWatchPolls(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, needPG(t))
+	f := newFixture(t, pgtest.DSN(t))
 	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 5, "minute")
 	user := desc("user", "u1")
 	e := f.engine(t, f.source(t))
@@ -180,13 +181,8 @@ func TestWatchPolls(t *testing.T) {
 // TestWatchReconnects: a killed listening connection and a restarted
 // server are survived; changes made meanwhile arrive.
 func TestWatchReconnects(t *testing.T) {
-	needOwnServer(t)
-	srv, err := startPG()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.remove) // after the fixture's cleanup
-	f := newFixture(t, srv.dsn())
+	srv := pgtest.New(t) // removed after the fixture's cleanup
+	f := newFixture(t, srv.DSN())
 	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 5, "minute")
 	user := desc("user", "u1")
 	e := f.engine(t, f.source(t))
@@ -220,10 +216,8 @@ func TestWatchReconnects(t *testing.T) {
 
 	// Stop like a crash, having made what the test wrote durable.
 	f.exec(t, "CHECKPOINT -- %s")
-	if err := srv.stopImmediate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.start(); err != nil {
+	srv.Crash()
+	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// The pool may hand out a connection the restart broke: retry.
@@ -246,7 +240,7 @@ func TestWatchReconnects(t *testing.T) {
 // new connection.
 func TestWatchPingsQuietConnection(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, needPG(t))
+	f := newFixture(t, pgtest.DSN(t))
 	f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 5, "minute")
 	e := f.engine(t, f.source(t))
 	src, reloads := watching(t, f, e, WithPollInterval(10*time.Millisecond))
@@ -288,7 +282,7 @@ func TestWatchPingsQuietConnection(t *testing.T) {
 // raised limit and a new plan row give what is left, not a fresh burst.
 func TestWatchKeepsBuckets(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, needPG(t))
+	f := newFixture(t, pgtest.DSN(t))
 	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 3, "year")
 	e := f.engine(t, f.source(t))
 	src, _ := watching(t, f, e, WithPollInterval(time.Hour))
@@ -314,7 +308,7 @@ func TestWatchKeepsBuckets(t *testing.T) {
 // exactly each limit in turn (100/year, raised to 150, lowered to 120).
 func TestWatchReloadUnderLoadConcurrentSafe(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, needPG(t))
+	f := newFixture(t, pgtest.DSN(t))
 	id := f.insert(t, "descriptor, requests_per_unit, unit", `[{"key":"user"}]`, 100, "year")
 	e := f.engine(t, f.source(t))
 	src, _ := watching(t, f, e, WithPollInterval(time.Hour))

@@ -41,13 +41,19 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("ReloadUnderLoad", func(t *testing.T) { reloadUnderLoad(t, newStore(t)) })
 }
 
-func mustSet(t *testing.T, text string) *policy.Set {
+// MustSet parses the YAML texts, one domain each, into a Set, failing t
+// on an error.
+func MustSet(t testing.TB, texts ...string) *policy.Set {
 	t.Helper()
-	c, err := policy.Parse("policytest.yaml", []byte(text))
-	if err != nil {
-		t.Fatal(err)
+	var cs []policy.Config
+	for _, text := range texts {
+		c, err := policy.Parse("policytest.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
 	}
-	set, err := policy.NewSet(c)
+	set, err := policy.NewSet(cs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +62,15 @@ func mustSet(t *testing.T, text string) *policy.Set {
 
 func newEngine(t *testing.T, st ratelimit.Store, text string) *policy.Engine {
 	t.Helper()
-	e, err := policy.New(mustSet(t, text), policy.WithStore(st))
+	e, err := policy.New(MustSet(t, text), policy.WithStore(st))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func d(kv ...string) policy.Descriptor {
+// Desc builds a request descriptor from key, value pairs.
+func Desc(kv ...string) policy.Descriptor {
 	var out policy.Descriptor
 	for i := 0; i+1 < len(kv); i += 2 {
 		out = append(out, policy.Entry{Key: kv[i], Value: kv[i+1]})
@@ -71,25 +78,69 @@ func d(kv ...string) policy.Descriptor {
 	return out
 }
 
-func decide(t *testing.T, e *policy.Engine, domain string, hits int64, ds ...policy.Descriptor) policy.Result {
+// Decide calls e.Decide, failing t on an error or on a status count other
+// than one per descriptor.
+func Decide(t testing.TB, e *policy.Engine, domain string, hits int64, ds ...policy.Descriptor) policy.Result {
 	t.Helper()
 	res, err := e.Decide(t.Context(), domain, ds, hits)
 	if err != nil {
 		t.Fatalf("Decide(%v): %v", ds, err)
 	}
+	if len(res.Statuses) != len(ds) {
+		t.Fatalf("Decide(%v): %d statuses", ds, len(res.Statuses))
+	}
 	return res
 }
 
-func admitted(t *testing.T, e *policy.Engine, domain string, tries int, ds ...policy.Descriptor) int {
+// Admitted makes tries calls of one hit each and counts the admitted ones.
+func Admitted(t testing.TB, e *policy.Engine, domain string, tries int, ds ...policy.Descriptor) int {
 	t.Helper()
 	n := 0
 	for range tries {
-		if decide(t, e, domain, 1, ds...).Allowed {
+		if Decide(t, e, domain, 1, ds...).Allowed {
 			n++
 		}
 	}
 	return n
 }
+
+// EnvoyMessaging is the envoyproxy/ratelimit README's messaging example
+// (its example 2): a nested rule for marketing messages to one number
+// under a general per-number rule. The metadata, which Sluice accepts and
+// ignores, is not the README's.
+const EnvoyMessaging = `
+domain: messaging
+descriptors:
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit:
+          unit: day
+          requests_per_unit: 5
+  - key: to_number
+    metadata: {owner: messaging-team}
+    rate_limit:
+      unit: day
+      requests_per_unit: 100
+`
+
+// EnvoyPerIP is the README's per-IP example (its example 3): 10 a second
+// per remote address, and a deny list of one address (0 a second). It
+// ends in its descriptor list, so rules appended to it join that list.
+const EnvoyPerIP = `
+domain: edge_proxy_per_ip
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit:
+      unit: second
+      requests_per_unit: 0
+`
 
 func envoyNested(t *testing.T, st ratelimit.Store) {
 	e := newEngine(t, st, `
@@ -103,16 +154,16 @@ descriptors:
   - key: to_number
     rate_limit: {unit: month, requests_per_unit: 100, budget: 2s}
 `)
-	marketing := d("message_type", "marketing", "to_number", "2061111111")
-	number := d("to_number", "2061111111")
-	if got := admitted(t, e, "messaging", 7, marketing, number); got != 5 {
+	marketing := Desc("message_type", "marketing", "to_number", "2061111111")
+	number := Desc("to_number", "2061111111")
+	if got := Admitted(t, e, "messaging", 7, marketing, number); got != 5 {
 		t.Fatalf("marketing to one number: %d admitted, want 5", got)
 	}
-	res := decide(t, e, "messaging", 0, marketing, number)
+	res := Decide(t, e, "messaging", 0, marketing, number)
 	if res.Statuses[1].Decision.Remaining != 95 {
 		t.Fatalf("per number: %+v, want 95 left (the 2 denials took nothing)", res.Statuses[1])
 	}
-	if res := decide(t, e, "messaging", 1, d("to_number", "2061111111", "extra", "x")); !res.Allowed || res.Statuses[0].Matched {
+	if res := Decide(t, e, "messaging", 1, Desc("to_number", "2061111111", "extra", "x")); !res.Allowed || res.Statuses[0].Matched {
 		t.Fatalf("a deeper request descriptor: %+v, want unmatched", res)
 	}
 }
@@ -134,16 +185,16 @@ descriptors:
     share_threshold: true
     rate_limit: {unit: year, requests_per_unit: 3, budget: 2s}
 `)
-	if got := admitted(t, e, "edge", 5, d("remote_address", "50.0.0.1")); got != 3 {
+	if got := Admitted(t, e, "edge", 5, Desc("remote_address", "50.0.0.1")); got != 3 {
 		t.Fatalf("an IP: %d, want 3", got)
 	}
-	if res := decide(t, e, "edge", 1, d("remote_address", "50.0.0.5")); res.Allowed || res.Statuses[0].Decision.RetryAfter != sluice.Never {
+	if res := Decide(t, e, "edge", 1, Desc("remote_address", "50.0.0.5")); res.Allowed || res.Statuses[0].Decision.RetryAfter != sluice.Never {
 		t.Fatalf("the denied IP: %+v", res)
 	}
-	if got := admitted(t, e, "edge", 3, d("path", "/files/a")) + admitted(t, e, "edge", 3, d("path", "/files/b")); got != 4 {
+	if got := Admitted(t, e, "edge", 3, Desc("path", "/files/a")) + Admitted(t, e, "edge", 3, Desc("path", "/files/b")); got != 4 {
 		t.Fatalf("/files/*: %d over two values, want 2 each", got)
 	}
-	if got := admitted(t, e, "edge", 2, d("path", "/files/big/a")) + admitted(t, e, "edge", 2, d("path", "/files/big/b")); got != 3 {
+	if got := Admitted(t, e, "edge", 2, Desc("path", "/files/big/a")) + Admitted(t, e, "edge", 2, Desc("path", "/files/big/b")); got != 3 {
 		t.Fatalf("/files/big/* shared: %d over two values, want 3", got)
 	}
 }
@@ -171,26 +222,26 @@ descriptors:
     shadow_mode: true
     rate_limit: {unit: year, requests_per_unit: 2, budget: 2s}
 `)
-	read, reports := d("category", "read", "user", "ann"), d("path", "/reports", "user", "ann")
-	if got := admitted(t, e, "api", 6, read, reports); got != 5 {
+	read, reports := Desc("category", "read", "user", "ann"), Desc("path", "/reports", "user", "ann")
+	if got := Admitted(t, e, "api", 6, read, reports); got != 5 {
 		t.Fatalf("reports replacing read: %d, want 5", got)
 	}
-	if res := decide(t, e, "api", 0, read); res.Statuses[0].Decision.Remaining != 2 {
+	if res := Decide(t, e, "api", 0, read); res.Statuses[0].Decision.Remaining != 2 {
 		t.Fatalf("read after being replaced: %+v, want untouched (2 left)", res.Statuses[0])
 	}
-	if res := decide(t, e, "api", 1_000_000, d("user", "vip")); !res.Allowed || !res.Statuses[0].Unlimited {
+	if res := Decide(t, e, "api", 1_000_000, Desc("user", "vip")); !res.Allowed || !res.Statuses[0].Unlimited {
 		t.Fatalf("vip: %+v", res)
 	}
 	// user 3 enforced, ip 2 in shadow: 3 admitted, ip's third is a shadow
 	// denial that takes nothing from ip, and the 4th is denied by user.
-	user, ip := d("user", "bob"), d("ip", "1.1.1.1")
+	user, ip := Desc("user", "bob"), Desc("ip", "1.1.1.1")
 	for i, want := range []bool{true, true, true, false} {
-		res := decide(t, e, "api", 1, user, ip)
+		res := Decide(t, e, "api", 1, user, ip)
 		if res.Allowed != want || res.Statuses[1].Decision.Allowed != (i < 2) || !res.Statuses[1].Shadow {
 			t.Fatalf("call %d: %+v", i, res)
 		}
 	}
-	res := decide(t, e, "api", 0, d("user", "carol"), ip)
+	res := Decide(t, e, "api", 0, Desc("user", "carol"), ip)
 	if res.Statuses[0].Decision.Remaining != 3 || res.Statuses[1].Decision.Remaining != 0 {
 		t.Fatalf("peek: %+v, want a fresh user 3 left, ip 0 left", res)
 	}
@@ -215,9 +266,9 @@ descriptors:
 		st := newStore(t)
 		e := newEngine(t, st, short)
 		start := time.Now()
-		a := admitted(t, e, "api", 6, d("generic_key", "global"), d("user_id", "a", "endpoint", "/login"))
-		b := admitted(t, e, "api", 6, d("generic_key", "global"), d("user_id", "b", "endpoint", "/login"))
-		res := decide(t, e, "api", 0, d("user_id", "c", "endpoint", "/login"))
+		a := Admitted(t, e, "api", 6, Desc("generic_key", "global"), Desc("user_id", "a", "endpoint", "/login"))
+		b := Admitted(t, e, "api", 6, Desc("generic_key", "global"), Desc("user_id", "b", "endpoint", "/login"))
+		res := Decide(t, e, "api", 0, Desc("user_id", "c", "endpoint", "/login"))
 		if start.Truncate(time.Minute) != time.Now().Truncate(time.Minute) {
 			t.Logf("attempt %d crossed a minute boundary; again", attempt)
 			continue
@@ -243,16 +294,16 @@ descriptors:
         pro: 5/year
         enterprise: {unlimited: true}
 `)
-	if got := admitted(t, e, "api", 3, d("user", "a")); got != 2 {
+	if got := Admitted(t, e, "api", 3, Desc("user", "a")); got != 2 {
 		t.Fatalf("free: %d, want 2", got)
 	}
-	if got := admitted(t, e, "api", 4, d("plan", "pro", "user", "a")); got != 3 {
+	if got := Admitted(t, e, "api", 4, Desc("plan", "pro", "user", "a")); got != 3 {
 		t.Fatalf("after upgrading to pro: %d, want 3 (5 less the 2 taken)", got)
 	}
-	if res := decide(t, e, "api", 100, d("plan", "enterprise", "user", "a")); !res.Allowed || !res.Statuses[0].Unlimited {
+	if res := Decide(t, e, "api", 100, Desc("plan", "enterprise", "user", "a")); !res.Allowed || !res.Statuses[0].Unlimited {
 		t.Fatalf("enterprise: %+v", res)
 	}
-	if got := admitted(t, e, "api", 1, d("user", "a")); got != 0 {
+	if got := Admitted(t, e, "api", 1, Desc("user", "a")); got != 0 {
 		t.Fatalf("back on free: %d, want 0", got)
 	}
 }
@@ -275,7 +326,7 @@ func reloadUnderLoad(t *testing.T, st ratelimit.Store) {
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
-			ds := []policy.Descriptor{d("tenant", "t1")}
+			ds := []policy.Descriptor{Desc("tenant", "t1")}
 			for {
 				select {
 				case <-stop:
@@ -309,7 +360,7 @@ func reloadUnderLoad(t *testing.T, st ratelimit.Store) {
 		}
 	}
 	swap := func(n int) {
-		if err := e.Swap(mustSet(t, rules(n))); err != nil {
+		if err := e.Swap(MustSet(t, rules(n))); err != nil {
 			t.Fatal(err)
 		}
 		phase.Add(1)

@@ -2,17 +2,13 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
-	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
@@ -24,9 +20,9 @@ const (
 	pgDatabase = "sluice"
 )
 
-// pgServerArgs trade durability for speed: test data need not survive a
+// pgSettings trade durability for speed: test data need not survive a
 // crash of the machine.
-var pgServerArgs = []string{"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"}
+var pgSettings = []string{"fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200"}
 
 // launchPostgres finds or starts the PostgreSQL server.
 func launchPostgres(ctx context.Context) (*Server, error) {
@@ -74,7 +70,7 @@ func postgresContainer(ctx context.Context) (*Server, error) {
 		tcpostgres.WithUsername(pgUser),
 		tcpostgres.WithPassword(pgPassword),
 		testcontainers.WithEnv(map[string]string{"POSTGRES_INITDB_ARGS": "--no-sync"}),
-		testcontainers.WithCmd(append([]string{"postgres"}, pgServerArgs...)...),
+		testcontainers.WithCmd(containerCmd()...),
 		tcpostgres.BasicWaitStrategies(),
 		bindLoopback("5432/tcp", port),
 	)
@@ -93,137 +89,47 @@ func postgresContainer(ctx context.Context) (*Server, error) {
 	return &Server{Kind: KindPostgres, Source: "testcontainers image " + image, Addrs: []string{"127.0.0.1:" + strconv.Itoa(port)}, DSN: dsn, ctl: ctl}, nil
 }
 
+// containerCmd is the container's command: postgres with pgSettings.
+func containerCmd() []string {
+	cmd := []string{"postgres"}
+	for _, kv := range pgSettings {
+		cmd = append(cmd, "-c", kv)
+	}
+	return cmd
+}
+
 // pgDSN is the URL of a server the package started on port.
 func pgDSN(port int) string {
 	return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable", pgUser, pgPassword, port, pgDatabase)
 }
 
-// pgBinDirs are searched for initdb and postgres after PATH.
-var pgBinDirs = []string{"/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"}
+// pgProc is a PostgreSQL child process (internal/pgtest) with its own data
+// directory on a fixed loopback port.
+type pgProc struct{ srv *pgtest.Server }
 
-// findPgBin returns the directory holding initdb and postgres.
-func findPgBin() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(p), nil
-	}
-	for _, d := range pgBinDirs {
-		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("%w: initdb not found on PATH or in %v", errNone, pgBinDirs)
-}
-
-// pgProc is a postgres child process with its own data directory on a
-// fixed loopback port. As root it runs as the "postgres" user, because
-// initdb and postgres refuse to run as root.
-type pgProc struct {
-	bin, dir string
-	port     int
-	cred     *syscall.Credential
-	proc     *child // nil while stopped
-}
-
-// postgresProcess initialises a cluster and starts postgres as a child.
+// postgresProcess initialises a cluster with our user, password and
+// database and starts postgres as a child.
 func postgresProcess(ctx context.Context) (*Server, error) {
-	bin, err := findPgBin()
-	if err != nil {
-		return nil, err
+	if _, err := pgtest.BinDir(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errNone, err)
 	}
-	p := &pgProc{bin: bin}
-	if p.dir, err = os.MkdirTemp("", "sluice-pg-"); err != nil {
-		return nil, err
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			_ = os.RemoveAll(p.dir)
-			return nil, fmt.Errorf("%w: running as root and no postgres user to run the server as: %w", errNone, err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		p.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(p.dir, uid, gid); err != nil {
-			_ = os.RemoveAll(p.dir)
-			return nil, err
-		}
-	}
-	pwfile := filepath.Join(p.dir, "pw")
-	if err := os.WriteFile(pwfile, []byte(pgPassword+"\n"), 0o600); err != nil {
-		_ = os.RemoveAll(p.dir)
-		return nil, err
-	}
-	if p.cred != nil {
-		_ = os.Chown(pwfile, int(p.cred.Uid), int(p.cred.Gid))
-	}
-	initdb := p.command("initdb", "-N", "-D", p.data(), "-U", pgUser, "--pwfile", pwfile,
-		"--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8")
-	if out, err := initdb.CombinedOutput(); err != nil {
-		_ = os.RemoveAll(p.dir)
-		return nil, fmt.Errorf("initdb: %w\n%s", err, tailText(out))
-	}
-	if p.port, err = freePort(); err != nil {
-		_ = os.RemoveAll(p.dir)
-		return nil, err
-	}
-	if err := p.start(ctx); err != nil {
-		_ = p.terminate()
-		return nil, err
-	}
-	// The cluster has only the postgres database; create ours.
-	admin := fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", pgUser, pgPassword, p.port)
-	conn, err := pgx.Connect(ctx, admin)
-	if err == nil {
-		_, err = conn.Exec(ctx, "CREATE DATABASE "+pgDatabase)
-		_ = conn.Close(context.Background())
-	}
-	if err != nil {
-		_ = p.terminate()
-		return nil, fmt.Errorf("create database: %w", err)
-	}
-	return &Server{Kind: KindPostgres, Source: "child process " + filepath.Join(bin, "postgres"), Addrs: []string{"127.0.0.1:" + strconv.Itoa(p.port)}, DSN: pgDSN(p.port), ctl: p}, nil
-}
-
-func (p *pgProc) data() string { return filepath.Join(p.dir, "data") }
-
-func (p *pgProc) command(name string, args ...string) *exec.Cmd {
-	c := exec.Command(filepath.Join(p.bin, name), args...)
-	c.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
-	c.Env = append(os.Environ(), "LC_ALL=C.UTF-8")
-	return c
-}
-
-func (p *pgProc) start(ctx context.Context) error {
-	args := append([]string{"-D", p.data(), "-p", strconv.Itoa(p.port), "-k", p.dir, "-c", "listen_addresses=127.0.0.1"}, pgServerArgs...)
-	logPath := filepath.Join(p.dir, "server.log")
-	proc, err := startChild(p.command("postgres", args...), logPath)
-	if err != nil {
-		return err
-	}
-	p.proc = proc
-	admin := fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", pgUser, pgPassword, p.port)
-	return retry(ctx, func(ctx context.Context) error {
-		if proc.exited() {
-			log, _ := os.ReadFile(logPath)
-			return fmt.Errorf("postgres exited: %s", tailText(log))
-		}
-		return pingPostgres(ctx, admin)
+	srv, err := pgtest.Start(ctx, pgtest.Config{
+		User: pgUser, Password: pgPassword, Database: pgDatabase,
+		Locale: "C.UTF-8", Settings: pgSettings,
 	})
-}
-
-// stop shuts the server down at once (SIGQUIT), as a crash would, killing
-// it after 10 seconds; the next start runs crash recovery. It returns once
-// the server has been reaped.
-func (p *pgProc) stop(ctx context.Context) error {
-	if p.proc == nil {
-		return nil
+	if err != nil {
+		return nil, err
 	}
-	err := p.proc.stop(ctx, syscall.SIGQUIT, 10*time.Second)
-	p.proc = nil
-	return err
+	return &Server{Kind: KindPostgres, Source: "child process " + filepath.Join(srv.Bin(), "postgres"), Addrs: []string{srv.Addr()}, DSN: pgDSN(srv.Port()), ctl: pgProc{srv}}, nil
 }
 
-func (p *pgProc) terminate() error {
-	err := p.stop(context.Background())
-	return errors.Join(err, os.RemoveAll(p.dir))
+func (p pgProc) start(ctx context.Context) error { return p.srv.Start(ctx) }
+
+// stop shuts the server down at once (SIGQUIT), as a crash would; the next
+// start runs crash recovery. It returns once the server has been reaped.
+func (p pgProc) stop(context.Context) error {
+	p.srv.Crash()
+	return nil
 }
+
+func (p pgProc) terminate() error { return p.srv.Remove() }

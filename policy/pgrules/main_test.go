@@ -1,0 +1,12 @@
+package pgrules
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/pgtest"
+)
+
+// TestMain provides the PostgreSQL server the integration tests use (see
+// pgtest.Main).
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, "pgrules")) }
