@@ -1,63 +1,231 @@
 package memstore
 
 import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
+	"unsafe"
 )
 
-// TestIndexCollisions drives a shard's index with keys forced onto one
-// hash, short and long: each is found in its own slot, releasing any of
-// them keeps the others, a key inserted after the first holder left
-// takes its place, and sweeping reclaims colliding keys too.
-func TestIndexCollisions(t *testing.T) {
-	m, err := New()
-	if err != nil {
-		t.Fatal(err)
+// TestEntryIsOneCacheLine pins the entry to 64 bytes: a lookup reads one
+// line per probed slot.
+func TestEntryIsOneCacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(memEntry{}); n != 64 {
+		t.Fatalf("memEntry is %d bytes, want 64", n)
 	}
-	sp := m.space("t", true)
-	sh := &sp.shards[0]
-	const h = 42
-	keys := []string{"a", "b", strings.Repeat("long", 10), strings.Repeat("long", 11), "0123456789abcdef", "0123456789abcdeg"}
-	slots := map[string]uint32{}
+}
+
+// model is a shard's content as a plain map, for differential tests.
+type model map[string]modelEntry
+
+type modelEntry struct {
+	h       uint64
+	expires int64
+	state   []byte
+}
+
+// tableKeys returns n keys, short and long (over inlineKey bytes), each
+// with a hash drawn from few tags, so that tags collide, homes collide,
+// and probes wrap around the table's end.
+func tableKeys(r *rand.Rand, n int) ([]string, map[string]uint64) {
+	tags := []uint64{0, 1, 1 << 31, math.MaxUint32, math.MaxUint32 - 1, 0x9e3779b9}
+	keys := make([]string, n)
+	hash := make(map[string]uint64, n)
+	for i := range keys {
+		k := fmt.Sprint("k", i)
+		if r.IntN(3) == 0 {
+			k += strings.Repeat("-long", 1+r.IntN(8))
+		}
+		keys[i] = k
+		if r.IntN(2) == 0 {
+			hash[k] = tags[r.IntN(len(tags))] << 32
+		} else {
+			hash[k] = r.Uint64()
+		}
+	}
+	return keys, hash
+}
+
+// checkShard fails t unless sh holds exactly want and keeps the Robin Hood
+// order, its count, and its long key and big state books.
+func checkShard(t testing.TB, sh *memShard, want model, keys []string) {
+	t.Helper()
+	if sh.count != len(want) {
+		t.Fatalf("count %d, want %d", sh.count, len(want))
+	}
 	for _, k := range keys {
+		w, live := want[k]
+		i, ok := sh.find(k, hashOf(want, k))
+		if ok != live {
+			t.Fatalf("%q found %v, want %v", k, ok, live)
+		}
+		if !live {
+			continue
+		}
+		got := sh.loadSlot(i, true, math.MinInt64, nil)
+		if e := &sh.slots[i]; e.expires != w.expires || !bytes.Equal(got, w.state) {
+			t.Fatalf("%q: expires %d state %x, want %d %x", k, e.expires, got, w.expires, w.state)
+		}
+	}
+	n, held, longs, bigs := len(sh.slots), 0, 0, 0
+	for i := range sh.slots {
+		e := &sh.slots[i]
+		if e.klen == 0 {
+			continue
+		}
+		held++
+		if e.klen == longKey {
+			longs++
+		}
+		if e.n == bigState {
+			bigs++
+		}
+		prev := &sh.slots[(i+n-1)%n]
+		if d := dist(e, i, n); d > 0 && (prev.klen == 0 || dist(prev, (i+n-1)%n, n) < d-1) {
+			t.Fatalf("slot %d: distance %d after a slot at distance %d (empty %v)", i, d, dist(prev, (i+n-1)%n, n), prev.klen == 0)
+		}
+	}
+	if held != sh.count || longs != len(sh.longs)-len(sh.longFree) || bigs != len(sh.bigs)-len(sh.bigFree) {
+		t.Fatalf("%d entries (count %d), %d long keys (%d-%d), %d big states (%d-%d)",
+			held, sh.count, longs, len(sh.longs), len(sh.longFree), bigs, len(sh.bigs), len(sh.bigFree))
+	}
+}
+
+// hashes is the hash of every key of a differential test, including keys
+// not in the model.
+var hashes map[string]uint64
+
+func hashOf(_ model, k string) uint64 { return hashes[k] }
+
+// runTable applies the operations ops draws to one shard and to a model,
+// checking them against each other after every operation.
+func runTable(t testing.TB, r *rand.Rand, ops int) {
+	keys, hash := tableKeys(r, 24+r.IntN(200))
+	hashes = hash
+	var sh memShard
+	want := model{}
+	now := int64(1000)
+	for range ops {
+		k := keys[r.IntN(len(keys))]
+		h := hash[k]
+		switch op := r.IntN(10); {
+		case op < 6: // store a state, inline or big, or drop it with a zero TTL
+			state := make([]byte, 1+r.IntN(inlineState+10))
+			for i := range state {
+				state[i] = byte(r.Uint32())
+			}
+			ttl := int64(1 + r.IntN(100))
+			if r.IntN(20) == 0 {
+				ttl = 0
+			}
+			// No reclaiming here: the sweep has its own operation.
+			sh.store(k, h, now, math.MinInt64, durationOf(ttl), state)
+			if ttl == 0 {
+				delete(want, k)
+			} else {
+				want[k] = modelEntry{h: h, expires: now + ttl, state: state}
+			}
+		case op < 8: // reset
+			if i, ok := sh.find(k, h); ok {
+				sh.remove(i)
+			}
+			delete(want, k)
+		case op < 9: // sweep what expired before now
+			now += int64(r.IntN(30))
+			sh.sweep(now)
+			for k, w := range want {
+				if _, ok := sh.find(k, w.h); !ok {
+					if w.expires > now {
+						t.Fatalf("sweep at %d dropped %q, which expires at %d", now, k, w.expires)
+					}
+					delete(want, k)
+				}
+			}
+		default:
+			now++
+		}
+		checkShard(t, &sh, want, keys)
+	}
+}
+
+// TestTableMatchesMap drives a shard with random stores, resets and sweeps
+// over colliding, wrapping, long and big-state keys, against a plain map.
+func TestTableMatchesMap(t *testing.T) {
+	for seed := range uint64(20) {
+		runTable(t, rand.New(rand.NewPCG(seed, 18)), 3000)
+	}
+}
+
+// FuzzTable is TestTableMatchesMap from fuzzed seeds.
+func FuzzTable(f *testing.F) {
+	f.Add(uint64(1), uint64(2))
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		runTable(t, rand.New(rand.NewPCG(a, b)), 500)
+	})
+}
+
+// TestIndexCollisions forces keys, short and long, onto one hash: each is
+// found in its own slot, removing any of them keeps the others, and
+// sweeping reclaims them all.
+func TestIndexCollisions(t *testing.T) {
+	var sh memShard
+	const h = 42 << 32
+	keys := []string{"a", "b", strings.Repeat("long", 10), strings.Repeat("long", 11), "0123456789abcdef", "0123456789abcdeg"}
+	want := model{}
+	hashes = map[string]uint64{}
+	for _, k := range append(keys, "c") {
+		hashes[k] = h
+	}
+	for i, k := range keys {
 		if _, ok := sh.find(k, h); ok {
 			t.Fatalf("%q found before insert", k)
 		}
-		slots[k] = sh.insert(k, h)
-		sh.entry(slots[k]).expires = 1 << 62
+		state := []byte{byte(i)}
+		sh.store(k, h, 0, math.MinInt64, 1<<40, state)
+		want[k] = modelEntry{h: h, expires: 1 << 40, state: state}
 	}
-	check := func(live []string) {
-		t.Helper()
-		for _, k := range live {
-			if i, ok := sh.find(k, h); !ok || i != slots[k] {
-				t.Fatalf("%q: slot %d %v, want %d", k, i, ok, slots[k])
-			}
-		}
-		if n := len(sh.index) + len(sh.collide); n != len(live) {
-			t.Fatalf("%d keys indexed, want %d", n, len(live))
-		}
+	checkShard(t, &sh, want, append(keys, "c"))
+	for _, k := range []string{"a", keys[2], "0123456789abcdef"} {
+		i, _ := sh.find(k, h)
+		sh.remove(i)
+		delete(want, k)
+		checkShard(t, &sh, want, append(keys, "c"))
 	}
-	check(keys)
-	sh.release("a", h, slots["a"]) // the index's holder of h
-	if _, ok := sh.find("a", h); ok {
-		t.Fatal("a found after release")
+	sh.store("c", h, 0, math.MinInt64, 1<<40, []byte{9})
+	want["c"] = modelEntry{h: h, expires: 1 << 40, state: []byte{9}}
+	checkShard(t, &sh, want, append(keys, "c"))
+	for range len(sh.slots) {
+		sh.sweep(1 << 40) // everything has expired by then
 	}
-	check(keys[1:])
-	slots["c"] = sh.insert("c", h)
-	sh.entry(slots["c"]).expires = 1 << 62
-	if sh.index[h] != slots["c"] {
-		t.Fatal("a key inserted after the holder left did not take the index")
-	}
-	sh.release(keys[2], h, slots[keys[2]]) // a colliding long key
-	check(append([]string{"c", "b"}, keys[3:]...))
-	if len(sh.long) != 1 {
-		t.Fatalf("%d long keys kept, want 1", len(sh.long))
-	}
-	for range 4 {
-		sh.sweep(1 << 62) // everything has expired by then
-	}
-	check(nil)
-	if len(sh.long) != 0 || len(sh.freed) != int(sh.next) {
-		t.Fatalf("after sweeping: %d long keys, %d of %d slots free", len(sh.long), len(sh.freed), sh.next)
+	checkShard(t, &sh, model{}, append(keys, "c"))
+	if len(sh.longFree) != len(sh.longs) {
+		t.Fatalf("after sweeping: %d of %d long keys free", len(sh.longFree), len(sh.longs))
 	}
 }
+
+// TestSweepCoversTable: entries that expired before the cutoff are gone
+// after len(slots)/sweepPerInsert inserts, whether a growth or the sweep
+// drops them.
+func TestSweepCoversTable(t *testing.T) {
+	for _, old := range []int{5000, 3000} {
+		var sh memShard
+		r := rand.New(rand.NewPCG(3, uint64(old)))
+		for i := range old {
+			sh.store(fmt.Sprint("old", i), r.Uint64(), 0, math.MinInt64, 10, []byte{1})
+		}
+		live, grown := 0, false
+		for n := len(sh.slots); live <= n/sweepPerInsert; live++ {
+			sh.store(fmt.Sprint("new", live), r.Uint64(), 100, 50, 1<<40, []byte{1})
+			grown = grown || len(sh.slots) != n
+		}
+		if sh.count != live {
+			t.Fatalf("%d old keys: %d entries after a full sweep, want the %d live ones (grown %v)", old, sh.count, live, grown)
+		}
+	}
+}
+
+func durationOf(ns int64) time.Duration { return time.Duration(ns) }

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"strings"
@@ -18,12 +19,13 @@ import (
 // allocation. Every in-repo algorithm except the sliding log fits.
 const inlineState = 31
 
-// bigState marks an entry whose state lives in its shard's big map.
+// bigState marks an entry whose state lives in its shard's bigs, at the
+// index held in the entry's first state bytes.
 const bigState = 0xff
 
 // inlineKey is how many bytes of key an entry holds, so that finding a
-// key reads its entry and nothing else; longer keys live in the shard's
-// long map (longKey).
+// key reads its entry and nothing else; a longer key lives in its shard's
+// longs, at the index held in the entry's first key bytes (longKey).
 const (
 	inlineKey = 16
 	longKey   = 0xff
@@ -32,12 +34,19 @@ const (
 // memShards is the number of lock shards per namespace.
 const memShards = 64
 
-// pageBits sets the slab page size: entries are allocated 128 at a time.
-const pageBits = 7
+// A shard's table grows when it would hold more than maxLoadNum/maxLoadDen
+// of its slots, by growNum/growDen. Each slot is a 64-byte entry, so the
+// load is the bytes per key: 64 ÷ load, 80 to 100 bytes between growths.
+// A small growth step keeps the load, and so the bytes per key, in a
+// narrow band; its price is moving each entry about four times over the
+// table's life instead of once.
+const (
+	maxLoadNum, maxLoadDen = 4, 5
+	growNum, growDen       = 5, 4
+	minSlots               = 8
+)
 
-const pageSize = 1 << pageBits
-
-// sweepPerInsert is how many entries an insert examines for expiry, which
+// sweepPerInsert is how many slots an insert examines for expiry, which
 // keeps memory bounded by the number of live keys without a goroutine.
 const sweepPerInsert = 4
 
@@ -58,19 +67,29 @@ type memSpace struct {
 	shards [memShards]memShard
 }
 
+// memShard is one lock shard: an open-addressed hash table whose slots are
+// the entries themselves, so that finding an existing key reads one cache
+// line (and, on a long probe, the next ones). It uses Robin Hood linear
+// probing: an entry never sits farther from its home slot than an entry
+// it passed, so a lookup stops at the first entry nearer its own home, and
+// deleting shifts the following entries back instead of leaving a
+// tombstone.
 type memShard struct {
-	mu sync.Mutex
-	// index maps a key's hash to the slab slot of the key with that hash;
-	// collide holds the rare other keys with a hash already taken.
-	index   map[uint64]uint32
-	collide map[string]uint32
-	long    map[uint32]string // keys over inlineKey bytes, by slot
-	pages   []*[pageSize]memEntry
-	freed   []uint32 // released slots, reused first
-	next    uint32   // slots handed out from pages so far
-	big     map[uint32][]byte
-	in      []byte // scratch: current state
-	out     []byte // scratch: new state
+	mu    sync.Mutex
+	slots []memEntry
+	count int // entries held
+	limit int // count at which the table grows
+	// sweepAt is the next slot an insert examines for expiry.
+	sweepAt int
+	// longs holds the keys over inlineKey bytes and bigs the states over
+	// inlineState bytes, each entry naming its own by index; the free
+	// lists hold released indexes, reused first.
+	longs    []string
+	longFree []uint32
+	bigs     [][]byte
+	bigFree  []uint32
+	in       []byte // scratch: current state
+	out      []byte // scratch: new state
 	// last is the latest instant decided under mu (see Take).
 	last int64
 	// scratch holds a new key's state before it has an entry, and
@@ -80,20 +99,47 @@ type memShard struct {
 	_       [64]byte
 }
 
+// memEntry is one slot of a shard's table: 64 bytes, one cache line (a
+// table of more than 32 KB is page-aligned, and smaller ones come from
+// size classes that are multiples of 64 bytes). It holds no pointers, so
+// the collector never scans a table.
 type memEntry struct {
 	expires int64
-	n       uint8 // state length, or bigState
-	klen    uint8 // key length, or longKey
-	state   [inlineState]byte
-	key     [inlineKey]byte
+	// tag is the high half of the key's hash: it places the entry (see
+	// home) and rejects most other keys before their bytes are compared.
+	tag   uint32
+	n     uint8 // state length, or bigState
+	klen  uint8 // key length, or longKey; 0 marks an empty slot
+	key   [inlineKey]byte
+	state [inlineState]byte
+	_     [3]byte
 }
 
-// is reports whether e, in slot i of sh, holds key.
-func (sh *memShard) is(e *memEntry, i uint32, key string) bool {
+// home returns the slot a tag's entry would take in a table of n slots
+// with no other entry in the way: the tag scaled to n, which needs no
+// power-of-two size.
+func home(tag uint32, n int) int { return int(uint64(tag) * uint64(n) >> 32) }
+
+// dist returns how far slot i of a table of n slots lies past the home of
+// its entry e.
+func dist(e *memEntry, i, n int) int {
+	d := i - home(e.tag, n)
+	if d < 0 {
+		d += n
+	}
+	return d
+}
+
+// ref reads the index an entry stores in the first bytes of b (a long
+// key's in key, a big state's in state).
+func ref(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
+
+// is reports whether e holds key.
+func (sh *memShard) is(e *memEntry, key string) bool {
 	if len(key) <= inlineKey {
 		return int(e.klen) == len(key) && string(e.key[:len(key)]) == key
 	}
-	return e.klen == longKey && sh.long[i] == key
+	return e.klen == longKey && sh.longs[ref(e.key[:])] == key
 }
 
 // Option configures a Store.
@@ -164,7 +210,6 @@ func (m *Store) space(ns string, create bool) *memSpace {
 	}
 	sp := &memSpace{}
 	for i := range sp.shards {
-		sp.shards[i].index = make(map[uint64]uint32)
 		sp.shards[i].in = make([]byte, 0, 64)
 		sp.shards[i].out = make([]byte, 0, 64)
 	}
@@ -193,15 +238,30 @@ func (m *Store) shard(sp *memSpace, key string) (*memShard, uint64) {
 }
 
 // find returns the slot of key, whose hash is h.
-func (sh *memShard) find(key string, h uint64) (uint32, bool) {
-	if i, ok := sh.index[h]; ok && sh.is(sh.entry(i), i, key) {
-		return i, true
+func (sh *memShard) find(key string, h uint64) (int, bool) {
+	slots := sh.slots
+	n := len(slots)
+	if n == 0 {
+		return 0, false
 	}
-	if sh.collide != nil {
-		i, ok := sh.collide[key]
-		return i, ok
+	tag := uint32(h >> 32)
+	i := home(tag, n)
+	for d := 0; ; d++ {
+		e := &slots[i]
+		if e.klen == 0 {
+			return 0, false
+		}
+		if e.tag == tag && sh.is(e, key) {
+			return i, true
+		}
+		if dist(e, i, n) < d {
+			// key would have displaced e: it is not in the table.
+			return 0, false
+		}
+		if i++; i == n {
+			i = 0
+		}
 	}
-	return 0, false
 }
 
 func (m *Store) begin(ctx context.Context) error {
@@ -328,7 +388,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		state []byte
 	)
 	if found {
-		e = sh.entry(slot)
+		e = &sh.slots[slot]
 		switch {
 		case e.n == bigState:
 			// Another algorithm's state, shared under this namespace: the
@@ -354,7 +414,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		case !found:
 			sh.storeSlot(key, h, 0, false, now, m.cutoff(now), res.TTL, state[:size])
 		case res.TTL <= 0 || size == 0:
-			sh.release(key, h, slot)
+			sh.remove(slot)
 		default:
 			e.n = uint8(size)
 			e.expires = saturatingAdd(now, int64(res.TTL))
@@ -424,10 +484,6 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	return nil
 }
 
-func (sh *memShard) entry(i uint32) *memEntry {
-	return &sh.pages[i>>pageBits][i&(pageSize-1)]
-}
-
 // load appends the live state of key, whose hash is h, to dst.
 func (sh *memShard) load(key string, h uint64, now int64, dst []byte) []byte {
 	i, ok := sh.find(key, h)
@@ -435,16 +491,16 @@ func (sh *memShard) load(key string, h uint64, now int64, dst []byte) []byte {
 }
 
 // loadSlot appends the live state in slot i, if found, to dst.
-func (sh *memShard) loadSlot(i uint32, found bool, now int64, dst []byte) []byte {
+func (sh *memShard) loadSlot(i int, found bool, now int64, dst []byte) []byte {
 	if !found {
 		return dst
 	}
-	e := sh.entry(i)
+	e := &sh.slots[i]
 	if e.expires <= now {
 		return dst
 	}
 	if e.n == bigState {
-		return append(dst, sh.big[i]...)
+		return append(dst, sh.bigs[ref(e.state[:])]...)
 	}
 	return append(dst, e.state[:e.n]...)
 }
@@ -466,119 +522,197 @@ func (sh *memShard) store(key string, h uint64, now, cutoff int64, ttl time.Dura
 }
 
 // storeSlot is store for a key already looked up: slot i if exists.
-func (sh *memShard) storeSlot(key string, h uint64, i uint32, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
+func (sh *memShard) storeSlot(key string, h uint64, i int, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
 	if ttl <= 0 || len(state) == 0 {
 		if exists {
-			sh.release(key, h, i)
+			sh.remove(i)
 		}
 		return
 	}
 	if !exists {
 		sh.sweep(cutoff)
-		i = sh.insert(key, h)
+		i = sh.insert(key, h, cutoff)
 	}
-	e := sh.entry(i)
+	e := &sh.slots[i]
 	e.expires = saturatingAdd(now, int64(ttl))
 	if len(state) <= inlineState {
 		if e.n == bigState {
-			delete(sh.big, i)
+			sh.freeBig(e)
 		}
 		e.n = uint8(len(state))
 		copy(e.state[:], state)
 		return
 	}
-	e.n = bigState
-	if sh.big == nil {
-		sh.big = make(map[uint32][]byte)
+	if e.n != bigState {
+		var id uint32
+		if n := len(sh.bigFree); n > 0 {
+			id = sh.bigFree[n-1]
+			sh.bigFree = sh.bigFree[:n-1]
+		} else {
+			id = uint32(len(sh.bigs))
+			sh.bigs = append(sh.bigs, nil)
+		}
+		binary.LittleEndian.PutUint32(e.state[:], id)
+		e.n = bigState
 	}
-	sh.big[i] = append(sh.big[i][:0], state...)
+	id := ref(e.state[:])
+	sh.bigs[id] = append(sh.bigs[id][:0], state...)
 }
 
-// alloc returns a free slab slot.
-func (sh *memShard) alloc() uint32 {
-	if n := len(sh.freed); n > 0 {
-		i := sh.freed[n-1]
-		sh.freed = sh.freed[:n-1]
-		return i
-	}
-	i := sh.next
-	if int(i>>pageBits) == len(sh.pages) {
-		sh.pages = append(sh.pages, new([pageSize]memEntry))
-	}
-	sh.next++
-	return i
+// freeBig releases the big state of e.
+func (sh *memShard) freeBig(e *memEntry) {
+	id := ref(e.state[:])
+	sh.bigs[id] = nil
+	sh.bigFree = append(sh.bigFree, id)
 }
 
-// insert gives key, whose hash is h, a slot.
-func (sh *memShard) insert(key string, h uint64) uint32 {
-	i := sh.alloc()
-	e := sh.entry(i)
+// insert gives key, whose hash is h and which the table does not hold, an
+// entry with no state yet, and returns its slot. A full table grows,
+// dropping what expired before cutoff.
+func (sh *memShard) insert(key string, h uint64, cutoff int64) int {
+	if sh.count >= sh.limit {
+		sh.grow(cutoff)
+	}
+	e := memEntry{tag: uint32(h >> 32)}
 	if len(key) <= inlineKey {
 		e.klen = uint8(len(key))
 		copy(e.key[:], key)
 	} else {
-		e.klen = longKey
-		if sh.long == nil {
-			sh.long = make(map[uint32]string)
+		var id uint32
+		if n := len(sh.longFree); n > 0 {
+			id = sh.longFree[n-1]
+			sh.longFree = sh.longFree[:n-1]
+			sh.longs[id] = strings.Clone(key)
+		} else {
+			id = uint32(len(sh.longs))
+			sh.longs = append(sh.longs, strings.Clone(key))
 		}
-		sh.long[i] = strings.Clone(key)
+		e.klen = longKey
+		binary.LittleEndian.PutUint32(e.key[:], id)
 	}
-	if _, taken := sh.index[h]; !taken {
-		sh.index[h] = i
-		return i
-	}
-	if sh.collide == nil {
-		sh.collide = make(map[string]uint32)
-	}
-	sh.collide[strings.Clone(key)] = i
-	return i
+	sh.count++
+	return place(sh.slots, &e)
 }
 
-// release drops key, whose hash is h, from slot i and frees the slot.
-func (sh *memShard) release(key string, h uint64, i uint32) {
-	if j, ok := sh.index[h]; ok && j == i {
-		delete(sh.index, h)
-	} else {
-		delete(sh.collide, key)
+// place puts *e, whose key slots does not hold, into slots, which has a
+// free slot, and returns where *e went. Robin Hood: walking from e's home,
+// e takes the slot of the first entry nearer its own home than e is, and
+// that entry walks on in turn. *e is clobbered.
+func place(slots []memEntry, e *memEntry) int {
+	n := len(slots)
+	i := home(e.tag, n)
+	at := -1
+	for d := 0; ; d++ {
+		s := &slots[i]
+		if s.klen == 0 {
+			*s = *e
+			if at < 0 {
+				at = i
+			}
+			return at
+		}
+		if sd := dist(s, i, n); sd < d {
+			*s, *e = *e, *s
+			d = sd
+			if at < 0 {
+				at = i
+			}
+		}
+		if i++; i == n {
+			i = 0
+		}
 	}
-	sh.free(i)
 }
 
-// free clears slot i and makes it available again.
-func (sh *memShard) free(i uint32) {
-	e := sh.entry(i)
+// grow moves the live entries to a new table, dropping those that expired
+// before cutoff (as sweep would), growNum/growDen times larger unless
+// dropping them freed a quarter of the table's room. It rehashes nothing:
+// an entry's tag places it.
+func (sh *memShard) grow(cutoff int64) {
+	live := 0
+	for i := range sh.slots {
+		if e := &sh.slots[i]; e.klen != 0 && e.expires > cutoff {
+			live++
+		}
+	}
+	n := len(sh.slots)
+	if live >= sh.limit*3/4 {
+		n = max(minSlots, n*growNum/growDen)
+	}
+	slots := make([]memEntry, n)
+	for i := range sh.slots {
+		e := &sh.slots[i]
+		switch {
+		case e.klen == 0:
+		case e.expires <= cutoff:
+			sh.drop(e)
+		default:
+			place(slots, e)
+		}
+	}
+	sh.slots = slots
+	sh.count = live
+	sh.limit = n * maxLoadNum / maxLoadDen
+	sh.sweepAt = 0
+}
+
+// drop releases the long key and big state of e.
+func (sh *memShard) drop(e *memEntry) {
 	if e.n == bigState {
-		delete(sh.big, i)
+		sh.freeBig(e)
 	}
 	if e.klen == longKey {
-		delete(sh.long, i)
+		id := ref(e.key[:])
+		sh.longs[id] = ""
+		sh.longFree = append(sh.longFree, id)
 	}
-	*e = memEntry{}
-	sh.freed = append(sh.freed, i)
 }
 
-// sweep drops a few entries that expired before cutoff; called on insert.
-func (sh *memShard) sweep(cutoff int64) {
-	n := 0
-	for h, i := range sh.index {
-		if sh.entry(i).expires <= cutoff {
-			delete(sh.index, h)
-			sh.free(i)
+// remove drops the entry in slot i, with its long key and big state, and
+// shifts the entries after it that are not at home back by one, so that
+// no probe ever needs a tombstone.
+func (sh *memShard) remove(i int) {
+	slots := sh.slots
+	n := len(slots)
+	sh.drop(&slots[i])
+	for {
+		j := i + 1
+		if j == n {
+			j = 0
 		}
-		if n++; n >= sweepPerInsert {
+		next := &slots[j]
+		if next.klen == 0 || dist(next, j, n) == 0 {
 			break
 		}
+		slots[i] = *next
+		i = j
 	}
-	n = 0
-	for k, i := range sh.collide {
-		if sh.entry(i).expires <= cutoff {
-			delete(sh.collide, k)
-			sh.free(i)
-		}
-		if n++; n >= sweepPerInsert {
-			return
-		}
+	slots[i] = memEntry{}
+	sh.count--
+}
+
+// sweep examines the next few slots and drops the entries that expired
+// before cutoff; called on insert. The examined slots wrap around the
+// table, so every entry is examined at least once every len(slots)/
+// sweepPerInsert inserts. Each drop is paid for by the insert that made
+// the entry, so a sweep costs O(1) amortized.
+func (sh *memShard) sweep(cutoff int64) {
+	n := len(sh.slots)
+	if n == 0 {
+		return
 	}
+	i := sh.sweepAt
+	for range sweepPerInsert {
+		if i >= n {
+			i = 0
+		}
+		// An entry shifted into slot i by a drop is examined in turn.
+		for e := &sh.slots[i]; e.klen != 0 && e.expires <= cutoff; {
+			sh.remove(i)
+		}
+		i++
+	}
+	sh.sweepAt = i
 }
 
 func saturatingAdd(a, b int64) int64 {
@@ -647,7 +781,7 @@ func (m *Store) Reset(ctx context.Context, namespace, key string) error {
 	sh, h := m.shard(sp, key)
 	sh.mu.Lock()
 	if i, ok := sh.find(key, h); ok {
-		sh.release(key, h, i)
+		sh.remove(i)
 	}
 	sh.mu.Unlock()
 	return nil
@@ -661,7 +795,7 @@ func (m *Store) keys() int {
 		for i := range sp.shards {
 			sh := &sp.shards[i]
 			sh.mu.Lock()
-			n += len(sh.index) + len(sh.collide)
+			n += sh.count
 			sh.mu.Unlock()
 		}
 	}
