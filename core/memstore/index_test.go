@@ -66,28 +66,44 @@ func checkShard(t testing.TB, sh *memShard, want model, keys []string) {
 		if !live {
 			continue
 		}
-		got := sh.loadSlot(i, true, math.MinInt64, nil)
-		if e := &sh.slots[i]; e.expires != w.expires || !bytes.Equal(got, w.state) {
+		got := sh.loadSlot(w.h, i, true, math.MinInt64, nil)
+		if e := &sh.table(w.h).slots[i]; e.expires != w.expires || !bytes.Equal(got, w.state) {
 			t.Fatalf("%q: expires %d state %x, want %d %x", k, e.expires, got, w.expires, w.state)
 		}
 	}
-	n, held, longs, bigs := len(sh.slots), 0, 0, 0
-	for i := range sh.slots {
-		e := &sh.slots[i]
-		if e.klen == 0 {
-			continue
+	held, longs, bigs := 0, 0, 0
+	for j, r := range sh.dir {
+		if r.t != sh.dir[j&(1<<r.t.depth-1)].t {
+			t.Fatalf("directory slot %d holds another table than slot %d", j, j&(1<<r.t.depth-1))
 		}
-		held++
-		if e.klen == longKey {
-			longs++
+		if j >= 1<<r.t.depth {
+			continue // counted at its first slot
 		}
-		if e.n == bigState {
-			bigs++
+		n, count := len(r.slots), 0
+		for i := range r.slots {
+			e := &r.slots[i]
+			if e.klen == 0 {
+				continue
+			}
+			count++
+			if e.tag&(1<<r.t.depth-1) != uint32(j) {
+				t.Fatalf("tag %x in the table of directory slot %d, depth %d", e.tag, j, r.t.depth)
+			}
+			if e.klen == longKey {
+				longs++
+			}
+			if e.n == bigState {
+				bigs++
+			}
+			prev := &r.slots[(i+n-1)%n]
+			if d := dist(e, i, n); d > 0 && (prev.klen == 0 || dist(prev, (i+n-1)%n, n) < d-1) {
+				t.Fatalf("slot %d: distance %d after a slot at distance %d (empty %v)", i, d, dist(prev, (i+n-1)%n, n), prev.klen == 0)
+			}
 		}
-		prev := &sh.slots[(i+n-1)%n]
-		if d := dist(e, i, n); d > 0 && (prev.klen == 0 || dist(prev, (i+n-1)%n, n) < d-1) {
-			t.Fatalf("slot %d: distance %d after a slot at distance %d (empty %v)", i, d, dist(prev, (i+n-1)%n, n), prev.klen == 0)
+		if count != r.t.count || count > r.t.limit {
+			t.Fatalf("table %d holds %d entries, count %d, limit %d", j, count, r.t.count, r.t.limit)
 		}
+		held += count
 	}
 	if held != sh.count || longs != len(sh.longs)-len(sh.longFree) || bigs != len(sh.bigs)-len(sh.bigFree) {
 		t.Fatalf("%d entries (count %d), %d long keys (%d-%d), %d big states (%d-%d)",
@@ -103,13 +119,13 @@ func hashOf(_ model, k string) uint64 { return hashes[k] }
 
 // runTable applies the operations ops draws to one shard and to a model,
 // checking them against each other after every operation.
-func runTable(t testing.TB, r *rand.Rand, ops int) {
-	keys, hash := tableKeys(r, 24+r.IntN(200))
+func runTable(t testing.TB, r *rand.Rand, ops, nkeys, checkEvery int) {
+	keys, hash := tableKeys(r, nkeys)
 	hashes = hash
-	var sh memShard
+	sh := newShard()
 	want := model{}
 	now := int64(1000)
-	for range ops {
+	for op := range ops {
 		k := keys[r.IntN(len(keys))]
 		h := hash[k]
 		switch op := r.IntN(10); {
@@ -131,12 +147,12 @@ func runTable(t testing.TB, r *rand.Rand, ops int) {
 			}
 		case op < 8: // reset
 			if i, ok := sh.find(k, h); ok {
-				sh.remove(i)
+				sh.remove(h, i)
 			}
 			delete(want, k)
 		case op < 9: // sweep what expired before now
 			now += int64(r.IntN(30))
-			sh.sweep(now)
+			sh.sweep(h, now)
 			for k, w := range want {
 				if _, ok := sh.find(k, w.h); !ok {
 					if w.expires > now {
@@ -148,7 +164,9 @@ func runTable(t testing.TB, r *rand.Rand, ops int) {
 		default:
 			now++
 		}
-		checkShard(t, &sh, want, keys)
+		if op%checkEvery == 0 || op == ops-1 {
+			checkShard(t, sh, want, keys)
+		}
 	}
 }
 
@@ -156,7 +174,39 @@ func runTable(t testing.TB, r *rand.Rand, ops int) {
 // over colliding, wrapping, long and big-state keys, against a plain map.
 func TestTableMatchesMap(t *testing.T) {
 	for seed := range uint64(20) {
-		runTable(t, rand.New(rand.NewPCG(seed, 18)), 3000)
+		r := rand.New(rand.NewPCG(seed, 18))
+		runTable(t, r, 3000, 24+r.IntN(200), 1)
+	}
+}
+
+// TestTableSplitsMatchMap is TestTableMatchesMap with enough keys that
+// tables split and the directory doubles.
+func TestTableSplitsMatchMap(t *testing.T) {
+	runTable(t, rand.New(rand.NewPCG(7, 18)), 200_000, 30_000, 20_000)
+}
+
+// TestTableSplits: a shard of many keys holds them in tables of at most
+// maxSlots slots, each found where the directory says.
+func TestTableSplits(t *testing.T) {
+	sh := newShard()
+	r := rand.New(rand.NewPCG(5, 6))
+	want := model{}
+	keys := make([]string, 50_000)
+	hashes = map[string]uint64{}
+	for i := range keys {
+		keys[i] = fmt.Sprint("key", i)
+		hashes[keys[i]] = r.Uint64()
+		sh.store(keys[i], hashes[keys[i]], 0, math.MinInt64, 1<<40, []byte{byte(i)})
+		want[keys[i]] = modelEntry{h: hashes[keys[i]], expires: 1 << 40, state: []byte{byte(i)}}
+	}
+	checkShard(t, sh, want, keys)
+	if len(sh.dir) < 16 {
+		t.Fatalf("%d directory slots for %d keys, want tables split", len(sh.dir), len(keys))
+	}
+	for _, r := range sh.dir {
+		if len(r.slots) > maxSlots {
+			t.Fatalf("a table of %d slots, over %d", len(r.slots), maxSlots)
+		}
 	}
 }
 
@@ -164,7 +214,8 @@ func TestTableMatchesMap(t *testing.T) {
 func FuzzTable(f *testing.F) {
 	f.Add(uint64(1), uint64(2))
 	f.Fuzz(func(t *testing.T, a, b uint64) {
-		runTable(t, rand.New(rand.NewPCG(a, b)), 500)
+		r := rand.New(rand.NewPCG(a, b))
+		runTable(t, r, 500, 24+r.IntN(200), 1)
 	})
 }
 
@@ -172,7 +223,7 @@ func FuzzTable(f *testing.F) {
 // found in its own slot, removing any of them keeps the others, and
 // sweeping reclaims them all.
 func TestIndexCollisions(t *testing.T) {
-	var sh memShard
+	sh := newShard()
 	const h = 42 << 32
 	keys := []string{"a", "b", strings.Repeat("long", 10), strings.Repeat("long", 11), "0123456789abcdef", "0123456789abcdeg"}
 	want := model{}
@@ -188,20 +239,20 @@ func TestIndexCollisions(t *testing.T) {
 		sh.store(k, h, 0, math.MinInt64, 1<<40, state)
 		want[k] = modelEntry{h: h, expires: 1 << 40, state: state}
 	}
-	checkShard(t, &sh, want, append(keys, "c"))
+	checkShard(t, sh, want, append(keys, "c"))
 	for _, k := range []string{"a", keys[2], "0123456789abcdef"} {
 		i, _ := sh.find(k, h)
-		sh.remove(i)
+		sh.remove(h, i)
 		delete(want, k)
-		checkShard(t, &sh, want, append(keys, "c"))
+		checkShard(t, sh, want, append(keys, "c"))
 	}
 	sh.store("c", h, 0, math.MinInt64, 1<<40, []byte{9})
 	want["c"] = modelEntry{h: h, expires: 1 << 40, state: []byte{9}}
-	checkShard(t, &sh, want, append(keys, "c"))
-	for range len(sh.slots) {
-		sh.sweep(1 << 40) // everything has expired by then
+	checkShard(t, sh, want, append(keys, "c"))
+	for range len(sh.table(h).slots) {
+		sh.sweep(h, 1<<40) // everything has expired by then
 	}
-	checkShard(t, &sh, model{}, append(keys, "c"))
+	checkShard(t, sh, model{}, append(keys, "c"))
 	if len(sh.longFree) != len(sh.longs) {
 		t.Fatalf("after sweeping: %d of %d long keys free", len(sh.longFree), len(sh.longs))
 	}
@@ -211,16 +262,17 @@ func TestIndexCollisions(t *testing.T) {
 // after len(slots)/sweepPerInsert inserts, whether a growth or the sweep
 // drops them.
 func TestSweepCoversTable(t *testing.T) {
-	for _, old := range []int{5000, 3000} {
-		var sh memShard
+	for _, old := range []int{3000, 2000} {
+		sh := newShard()
 		r := rand.New(rand.NewPCG(3, uint64(old)))
 		for i := range old {
-			sh.store(fmt.Sprint("old", i), r.Uint64(), 0, math.MinInt64, 10, []byte{1})
+			sh.store(fmt.Sprint("old", i), r.Uint64()&^(0xffff<<32), 0, math.MinInt64, 10, []byte{1})
 		}
 		live, grown := 0, false
-		for n := len(sh.slots); live <= n/sweepPerInsert; live++ {
-			sh.store(fmt.Sprint("new", live), r.Uint64(), 100, 50, 1<<40, []byte{1})
-			grown = grown || len(sh.slots) != n
+		// One table: the hashes share their low tag bits.
+		for n := len(sh.dir[0].slots); live <= n/sweepPerInsert; live++ {
+			sh.store(fmt.Sprint("new", live), r.Uint64()&^(0xffff<<32), 100, 50, 1<<40, []byte{1})
+			grown = grown || len(sh.dir[0].slots) != n
 		}
 		if sh.count != live {
 			t.Fatalf("%d old keys: %d entries after a full sweep, want the %d live ones (grown %v)", old, sh.count, live, grown)
@@ -229,3 +281,9 @@ func TestSweepCoversTable(t *testing.T) {
 }
 
 func durationOf(ns int64) time.Duration { return time.Duration(ns) }
+
+func newShard() *memShard {
+	sh := &memShard{}
+	sh.init()
+	return sh
+}

@@ -34,16 +34,23 @@ const (
 // memShards is the number of lock shards per namespace.
 const memShards = 64
 
-// A shard's table grows when it would hold more than maxLoadNum/maxLoadDen
-// of its slots, by growNum/growDen. Each slot is a 64-byte entry, so the
-// load is the bytes per key: 64 ÷ load, 80 to 100 bytes between growths.
-// A small growth step keeps the load, and so the bytes per key, in a
-// narrow band; its price is moving each entry about four times over the
-// table's life instead of once.
+// A table grows when it would hold more than maxLoadNum/maxLoadDen of its
+// slots, by growNum/growDen. Each slot is a 64-byte entry, so the load
+// sets the bytes per key: 64 ÷ load, 80 to 100 bytes between growths. A
+// small growth step keeps the load, and so the bytes per key, in a narrow
+// band; its price is moving each entry about four times over the table's
+// life instead of once.
+//
+// A table of maxSlots slots splits in two instead of growing, so that a
+// growth, which the call that inserts pays under the shard's lock, moves
+// at most maxSlots entries (256 KB) however many keys the shard holds.
+// After maxDepth splits (a shard of 2^16 tables) tables grow unbounded.
 const (
 	maxLoadNum, maxLoadDen = 4, 5
 	growNum, growDen       = 5, 4
 	minSlots               = 8
+	maxSlots               = 4096
+	maxDepth               = 16
 )
 
 // sweepPerInsert is how many slots an insert examines for expiry, which
@@ -67,20 +74,24 @@ type memSpace struct {
 	shards [memShards]memShard
 }
 
-// memShard is one lock shard: an open-addressed hash table whose slots are
-// the entries themselves, so that finding an existing key reads one cache
-// line (and, on a long probe, the next ones). It uses Robin Hood linear
-// probing: an entry never sits farther from its home slot than an entry
-// it passed, so a lookup stops at the first entry nearer its own home, and
-// deleting shifts the following entries back instead of leaving a
-// tombstone.
+// memShard is one lock shard: a directory of open-addressed hash tables
+// (extendible hashing) whose slots are the entries themselves, so that
+// finding an existing key reads the shard's directory slot, which stays
+// in cache, and one entry's cache line (and, on a long probe, the next
+// ones). The low bits of a key's tag pick its directory slot; a table
+// whose keys share depth low bits fills the 2^(len(dir)-depth) directory
+// slots they name.
+//
+// Each table uses Robin Hood linear probing: an entry never sits farther
+// from its home slot than an entry it passed, so a lookup stops at the
+// first entry nearer its own home, and deleting shifts the following
+// entries back instead of leaving a tombstone.
 type memShard struct {
 	mu    sync.Mutex
-	slots []memEntry
-	count int // entries held
-	limit int // count at which the table grows
-	// sweepAt is the next slot an insert examines for expiry.
-	sweepAt int
+	dir   []tableRef
+	mask  uint32 // len(dir)-1
+	depth uint8  // len(dir) is 1<<depth
+	count int    // entries held in all tables
 	// longs holds the keys over inlineKey bytes and bigs the states over
 	// inlineState bytes, each entry naming its own by index; the free
 	// lists hold released indexes, reused first.
@@ -97,6 +108,22 @@ type memShard struct {
 	scratch [inlineState]byte
 	outcome ratelimit.Outcome
 	_       [64]byte
+}
+
+// tableRef is a directory slot: the table's slots, read by every lookup,
+// and its books, read on insert and delete.
+type tableRef struct {
+	slots []memEntry
+	t     *table
+}
+
+// table is the books of one table of a shard.
+type table struct {
+	count int // entries held
+	limit int // count at which the table grows
+	// sweepAt is the next slot an insert examines for expiry.
+	sweepAt int
+	depth   uint8 // low tag bits its keys share
 }
 
 // memEntry is one slot of a shard's table: 64 bytes, one cache line (a
@@ -210,6 +237,7 @@ func (m *Store) space(ns string, create bool) *memSpace {
 	}
 	sp := &memSpace{}
 	for i := range sp.shards {
+		sp.shards[i].init()
 		sp.shards[i].in = make([]byte, 0, 64)
 		sp.shards[i].out = make([]byte, 0, 64)
 	}
@@ -237,9 +265,17 @@ func (m *Store) shard(sp *memSpace, key string) (*memShard, uint64) {
 	return &sp.shards[h&(memShards-1)], h
 }
 
-// find returns the slot of key, whose hash is h.
+// init gives sh its first, empty table.
+func (sh *memShard) init() {
+	sh.dir = []tableRef{{t: &table{}}}
+}
+
+// table returns the directory slot of hash h.
+func (sh *memShard) table(h uint64) *tableRef { return &sh.dir[uint32(h>>32)&sh.mask] }
+
+// find returns the slot of key, whose hash is h, in its table.
 func (sh *memShard) find(key string, h uint64) (int, bool) {
-	slots := sh.slots
+	slots := sh.table(h).slots
 	n := len(slots)
 	if n == 0 {
 		return 0, false
@@ -388,7 +424,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		state []byte
 	)
 	if found {
-		e = &sh.slots[slot]
+		e = &sh.table(h).slots[slot]
 		switch {
 		case e.n == bigState:
 			// Another algorithm's state, shared under this namespace: the
@@ -414,7 +450,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		case !found:
 			sh.storeSlot(key, h, 0, false, now, m.cutoff(now), res.TTL, state[:size])
 		case res.TTL <= 0 || size == 0:
-			sh.remove(slot)
+			sh.remove(h, slot)
 		default:
 			e.n = uint8(size)
 			e.expires = saturatingAdd(now, int64(res.TTL))
@@ -461,7 +497,7 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	now := m.now()
 	sh.last = now // see Take
 	slot, found := sh.find(c.Key, h)
-	sh.in = sh.loadSlot(slot, found, now, sh.in[:0])
+	sh.in = sh.loadSlot(h, slot, found, now, sh.in[:0])
 	var (
 		o   ratelimit.Outcome
 		out []byte
@@ -487,15 +523,16 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 // load appends the live state of key, whose hash is h, to dst.
 func (sh *memShard) load(key string, h uint64, now int64, dst []byte) []byte {
 	i, ok := sh.find(key, h)
-	return sh.loadSlot(i, ok, now, dst)
+	return sh.loadSlot(h, i, ok, now, dst)
 }
 
-// loadSlot appends the live state in slot i, if found, to dst.
-func (sh *memShard) loadSlot(i int, found bool, now int64, dst []byte) []byte {
+// loadSlot appends the live state in slot i, if found, of hash h's table
+// to dst.
+func (sh *memShard) loadSlot(h uint64, i int, found bool, now int64, dst []byte) []byte {
 	if !found {
 		return dst
 	}
-	e := &sh.slots[i]
+	e := &sh.table(h).slots[i]
 	if e.expires <= now {
 		return dst
 	}
@@ -525,15 +562,15 @@ func (sh *memShard) store(key string, h uint64, now, cutoff int64, ttl time.Dura
 func (sh *memShard) storeSlot(key string, h uint64, i int, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
 	if ttl <= 0 || len(state) == 0 {
 		if exists {
-			sh.remove(i)
+			sh.remove(h, i)
 		}
 		return
 	}
 	if !exists {
-		sh.sweep(cutoff)
+		sh.sweep(h, cutoff)
 		i = sh.insert(key, h, cutoff)
 	}
-	e := &sh.slots[i]
+	e := &sh.table(h).slots[i]
 	e.expires = saturatingAdd(now, int64(ttl))
 	if len(state) <= inlineState {
 		if e.n == bigState {
@@ -570,8 +607,10 @@ func (sh *memShard) freeBig(e *memEntry) {
 // entry with no state yet, and returns its slot. A full table grows,
 // dropping what expired before cutoff.
 func (sh *memShard) insert(key string, h uint64, cutoff int64) int {
-	if sh.count >= sh.limit {
-		sh.grow(cutoff)
+	r := sh.table(h)
+	if r.t.count >= r.t.limit {
+		sh.grow(r, cutoff)
+		r = sh.table(h)
 	}
 	e := memEntry{tag: uint32(h >> 32)}
 	if len(key) <= inlineKey {
@@ -590,8 +629,9 @@ func (sh *memShard) insert(key string, h uint64, cutoff int64) int {
 		e.klen = longKey
 		binary.LittleEndian.PutUint32(e.key[:], id)
 	}
+	r.t.count++
 	sh.count++
-	return place(sh.slots, &e)
+	return place(r.slots, &e)
 }
 
 // place puts *e, whose key slots does not hold, into slots, which has a
@@ -624,24 +664,36 @@ func place(slots []memEntry, e *memEntry) int {
 	}
 }
 
-// grow moves the live entries to a new table, dropping those that expired
-// before cutoff (as sweep would), growNum/growDen times larger unless
-// dropping them freed a quarter of the table's room. It rehashes nothing:
-// an entry's tag places it.
-func (sh *memShard) grow(cutoff int64) {
-	live := 0
-	for i := range sh.slots {
-		if e := &sh.slots[i]; e.klen != 0 && e.expires > cutoff {
-			live++
+// grow makes room in r's table for one more entry: it moves the live
+// entries to a table growNum/growDen times larger, or splits a table of
+// maxSlots slots in two by one more tag bit, unless dropping the entries
+// that expired before cutoff (as sweep would) frees a quarter of the
+// table's room, when it moves them to a table of the same size. It
+// rehashes nothing: an entry's tag places it.
+func (sh *memShard) grow(r *tableRef, cutoff int64) {
+	t, old := r.t, r.slots
+	var live [2]int // by the tag bit a split would use
+	bit := uint32(1) << t.depth
+	for i := range old {
+		if e := &old[i]; e.klen != 0 && e.expires > cutoff {
+			live[b2i(e.tag&bit != 0)]++
 		}
 	}
-	n := len(sh.slots)
-	if live >= sh.limit*3/4 {
+	n := len(old)
+	switch {
+	case live[0]+live[1] < t.limit*3/4:
+	case n < maxSlots || t.depth >= maxDepth:
 		n = max(minSlots, n*growNum/growDen)
+		if len(old) < maxSlots && t.depth < maxDepth {
+			n = min(n, maxSlots)
+		}
+	default:
+		sh.split(r, cutoff, live)
+		return
 	}
 	slots := make([]memEntry, n)
-	for i := range sh.slots {
-		e := &sh.slots[i]
+	for i := range old {
+		e := &old[i]
 		switch {
 		case e.klen == 0:
 		case e.expires <= cutoff:
@@ -650,10 +702,60 @@ func (sh *memShard) grow(cutoff int64) {
 			place(slots, e)
 		}
 	}
-	sh.slots = slots
-	sh.count = live
-	sh.limit = n * maxLoadNum / maxLoadDen
-	sh.sweepAt = 0
+	sh.count -= t.count - live[0] - live[1]
+	t.count = live[0] + live[1]
+	t.limit = n * maxLoadNum / maxLoadDen
+	t.sweepAt = 0
+	for j := range sh.dir {
+		if sh.dir[j].t == t {
+			sh.dir[j].slots = slots
+		}
+	}
+}
+
+// split replaces r's table by two, one for each value of the next tag bit,
+// each sized to hold its live entries (live, by that bit) with room for
+// growNum/growDen more, and doubles the directory first if the table's
+// keys share as many bits as the directory resolves.
+func (sh *memShard) split(r *tableRef, cutoff int64, live [2]int) {
+	t, old := r.t, r.slots
+	if t.depth == sh.depth {
+		sh.dir = append(sh.dir, sh.dir...)
+		sh.depth++
+		sh.mask = uint32(len(sh.dir) - 1)
+	}
+	bit := uint32(1) << t.depth
+	var halves [2]tableRef
+	for k := range halves {
+		n := max(minSlots, (live[k]+1)*growNum/growDen*maxLoadDen/maxLoadNum+1)
+		halves[k] = tableRef{
+			slots: make([]memEntry, n),
+			t:     &table{count: live[k], limit: n * maxLoadNum / maxLoadDen, depth: t.depth + 1},
+		}
+	}
+	for i := range old {
+		e := &old[i]
+		switch {
+		case e.klen == 0:
+		case e.expires <= cutoff:
+			sh.drop(e)
+		default:
+			place(halves[b2i(e.tag&bit != 0)].slots, e)
+		}
+	}
+	sh.count -= t.count - live[0] - live[1]
+	for j := range sh.dir {
+		if sh.dir[j].t == t {
+			sh.dir[j] = halves[b2i(uint32(j)&bit != 0)]
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // drop releases the long key and big state of e.
@@ -668,11 +770,12 @@ func (sh *memShard) drop(e *memEntry) {
 	}
 }
 
-// remove drops the entry in slot i, with its long key and big state, and
-// shifts the entries after it that are not at home back by one, so that
-// no probe ever needs a tombstone.
-func (sh *memShard) remove(i int) {
-	slots := sh.slots
+// remove drops the entry in slot i of hash h's table, with its long key
+// and big state, and shifts the entries after it that are not at home back
+// by one, so that no probe ever needs a tombstone.
+func (sh *memShard) remove(h uint64, i int) {
+	r := sh.table(h)
+	slots := r.slots
 	n := len(slots)
 	sh.drop(&slots[i])
 	for {
@@ -688,31 +791,34 @@ func (sh *memShard) remove(i int) {
 		i = j
 	}
 	slots[i] = memEntry{}
+	r.t.count--
 	sh.count--
 }
 
-// sweep examines the next few slots and drops the entries that expired
-// before cutoff; called on insert. The examined slots wrap around the
-// table, so every entry is examined at least once every len(slots)/
-// sweepPerInsert inserts. Each drop is paid for by the insert that made
-// the entry, so a sweep costs O(1) amortized.
-func (sh *memShard) sweep(cutoff int64) {
-	n := len(sh.slots)
+// sweep examines the next few slots of hash h's table and drops the
+// entries that expired before cutoff; called on insert. The examined
+// slots wrap around the table, so every entry is examined at least once
+// every len(slots)/sweepPerInsert inserts into its table. Each drop is
+// paid for by the insert that made the entry, so a sweep costs O(1)
+// amortized.
+func (sh *memShard) sweep(h uint64, cutoff int64) {
+	r := sh.table(h)
+	n := len(r.slots)
 	if n == 0 {
 		return
 	}
-	i := sh.sweepAt
+	i := r.t.sweepAt
 	for range sweepPerInsert {
 		if i >= n {
 			i = 0
 		}
 		// An entry shifted into slot i by a drop is examined in turn.
-		for e := &sh.slots[i]; e.klen != 0 && e.expires <= cutoff; {
-			sh.remove(i)
+		for e := &r.slots[i]; e.klen != 0 && e.expires <= cutoff; {
+			sh.remove(h, i)
 		}
 		i++
 	}
-	sh.sweepAt = i
+	r.t.sweepAt = i
 }
 
 func saturatingAdd(a, b int64) int64 {
@@ -781,7 +887,7 @@ func (m *Store) Reset(ctx context.Context, namespace, key string) error {
 	sh, h := m.shard(sp, key)
 	sh.mu.Lock()
 	if i, ok := sh.find(key, h); ok {
-		sh.remove(i)
+		sh.remove(h, i)
 	}
 	sh.mu.Unlock()
 	return nil
