@@ -259,7 +259,7 @@ func (m *Store) now() int64 {
 }
 
 // shard returns key's shard in sp and its hash, the only hash of the key
-// a call computes: the shard's index is keyed by it.
+// a call computes: its tag places the key in the shard (see memShard).
 func (m *Store) shard(sp *memSpace, key string) (*memShard, uint64) {
 	h := maphash.String(m.seed, key)
 	return &sp.shards[h&(memShards-1)], h
