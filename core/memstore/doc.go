@@ -19,10 +19,13 @@
 //     entries and drops those whose TTL passed more than a grace period ago
 //     (DefaultReclaimGrace, see WithReclaimGrace). Dropping expired state
 //     changes nothing by the Algorithm contract; the grace only spares hot
-//     keys with tiny TTLs a delete and a re-insert. A key costs one index
-//     slot (20 to 40 bytes with the map's spare room) and a 64-byte slab
-//     entry, which holds keys of up to 16 bytes; a longer key costs its
-//     bytes and a map slot more.
+//     keys with tiny TTLs a delete and a re-insert. A key costs a 64-byte
+//     entry in an open-addressed table kept 64% to 80% full (80 to 100
+//     bytes), which holds keys of up to 16 bytes; a longer key costs its
+//     bytes and a string header more.
+//   - Bounded pauses: a table grows or splits in the inserting call, under
+//     its shard's lock, moving at most 4096 entries whatever the number of
+//     keys.
 //   - The clock is ratelimit.SystemClock unless WithClock injects another
 //     (tests).
 //   - No I/O: it reports a default budget of 0 (ratelimit.Budgeter), so a

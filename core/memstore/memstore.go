@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"strings"
@@ -18,12 +19,13 @@ import (
 // allocation. Every in-repo algorithm except the sliding log fits.
 const inlineState = 31
 
-// bigState marks an entry whose state lives in its shard's big map.
+// bigState marks an entry whose state lives in its shard's bigs, at the
+// index held in the entry's first state bytes.
 const bigState = 0xff
 
 // inlineKey is how many bytes of key an entry holds, so that finding a
-// key reads its entry and nothing else; longer keys live in the shard's
-// long map (longKey).
+// key reads its entry and nothing else; a longer key lives in its shard's
+// longs, at the index held in the entry's first key bytes (longKey).
 const (
 	inlineKey = 16
 	longKey   = 0xff
@@ -32,12 +34,26 @@ const (
 // memShards is the number of lock shards per namespace.
 const memShards = 64
 
-// pageBits sets the slab page size: entries are allocated 128 at a time.
-const pageBits = 7
+// A table grows when it would hold more than maxLoadNum/maxLoadDen of its
+// slots, by growNum/growDen. Each slot is a 64-byte entry, so the load
+// sets the bytes per key: 64 ÷ load, 80 to 100 bytes between growths. A
+// small growth step keeps the load, and so the bytes per key, in a narrow
+// band; its price is moving each entry about four times over the table's
+// life instead of once.
+//
+// A table of maxSlots slots splits in two instead of growing, so that a
+// growth, which the call that inserts pays under the shard's lock, moves
+// at most maxSlots entries (256 KB) however many keys the shard holds.
+// After maxDepth splits (a shard of 2^16 tables) tables grow unbounded.
+const (
+	maxLoadNum, maxLoadDen = 4, 5
+	growNum, growDen       = 5, 4
+	minSlots               = 8
+	maxSlots               = 4096
+	maxDepth               = 16
+)
 
-const pageSize = 1 << pageBits
-
-// sweepPerInsert is how many entries an insert examines for expiry, which
+// sweepPerInsert is how many slots an insert examines for expiry, which
 // keeps memory bounded by the number of live keys without a goroutine.
 const sweepPerInsert = 4
 
@@ -58,19 +74,33 @@ type memSpace struct {
 	shards [memShards]memShard
 }
 
+// memShard is one lock shard: a directory of open-addressed hash tables
+// (extendible hashing) whose slots are the entries themselves, so that
+// finding an existing key reads the shard's directory slot, which stays
+// in cache, and one entry's cache line (and, on a long probe, the next
+// ones). The low bits of a key's tag pick its directory slot; a table
+// whose keys share depth low bits fills the 2^(len(dir)-depth) directory
+// slots they name.
+//
+// Each table uses Robin Hood linear probing: an entry never sits farther
+// from its home slot than an entry it passed, so a lookup stops at the
+// first entry nearer its own home, and deleting shifts the following
+// entries back instead of leaving a tombstone.
 type memShard struct {
-	mu sync.Mutex
-	// index maps a key's hash to the slab slot of the key with that hash;
-	// collide holds the rare other keys with a hash already taken.
-	index   map[uint64]uint32
-	collide map[string]uint32
-	long    map[uint32]string // keys over inlineKey bytes, by slot
-	pages   []*[pageSize]memEntry
-	freed   []uint32 // released slots, reused first
-	next    uint32   // slots handed out from pages so far
-	big     map[uint32][]byte
-	in      []byte // scratch: current state
-	out     []byte // scratch: new state
+	mu    sync.Mutex
+	dir   []tableRef
+	mask  uint32 // len(dir)-1
+	depth uint8  // len(dir) is 1<<depth
+	count int    // entries held in all tables
+	// longs holds the keys over inlineKey bytes and bigs the states over
+	// inlineState bytes, each entry naming its own by index; the free
+	// lists hold released indexes, reused first.
+	longs    []string
+	longFree []uint32
+	bigs     [][]byte
+	bigFree  []uint32
+	in       []byte // scratch: current state
+	out      []byte // scratch: new state
 	// last is the latest instant decided under mu (see Take).
 	last int64
 	// scratch holds a new key's state before it has an entry, and
@@ -80,20 +110,63 @@ type memShard struct {
 	_       [64]byte
 }
 
-type memEntry struct {
-	expires int64
-	n       uint8 // state length, or bigState
-	klen    uint8 // key length, or longKey
-	state   [inlineState]byte
-	key     [inlineKey]byte
+// tableRef is a directory slot: the table's slots, read by every lookup,
+// and its books, read on insert and delete.
+type tableRef struct {
+	slots []memEntry
+	t     *table
 }
 
-// is reports whether e, in slot i of sh, holds key.
-func (sh *memShard) is(e *memEntry, i uint32, key string) bool {
+// table is the books of one table of a shard.
+type table struct {
+	count int // entries held
+	limit int // count at which the table grows
+	// sweepAt is the next slot an insert examines for expiry.
+	sweepAt int
+	depth   uint8 // low tag bits its keys share
+}
+
+// memEntry is one slot of a shard's table: 64 bytes, one cache line (a
+// table of more than 32 KB is page-aligned, and smaller ones come from
+// size classes that are multiples of 64 bytes). It holds no pointers, so
+// the collector never scans a table.
+type memEntry struct {
+	expires int64
+	// tag is the high half of the key's hash: it places the entry (see
+	// home) and rejects most other keys before their bytes are compared.
+	tag   uint32
+	n     uint8 // state length, or bigState
+	klen  uint8 // key length, or longKey; 0 marks an empty slot
+	key   [inlineKey]byte
+	state [inlineState]byte
+	_     [3]byte
+}
+
+// home returns the slot a tag's entry would take in a table of n slots
+// with no other entry in the way: the tag scaled to n, which needs no
+// power-of-two size.
+func home(tag uint32, n int) int { return int(uint64(tag) * uint64(n) >> 32) }
+
+// dist returns how far slot i of a table of n slots lies past the home of
+// its entry e.
+func dist(e *memEntry, i, n int) int {
+	d := i - home(e.tag, n)
+	if d < 0 {
+		d += n
+	}
+	return d
+}
+
+// ref reads the index an entry stores in the first bytes of b (a long
+// key's in key, a big state's in state).
+func ref(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
+
+// is reports whether e holds key.
+func (sh *memShard) is(e *memEntry, key string) bool {
 	if len(key) <= inlineKey {
 		return int(e.klen) == len(key) && string(e.key[:len(key)]) == key
 	}
-	return e.klen == longKey && sh.long[i] == key
+	return e.klen == longKey && sh.longs[ref(e.key[:])] == key
 }
 
 // Option configures a Store.
@@ -164,7 +237,7 @@ func (m *Store) space(ns string, create bool) *memSpace {
 	}
 	sp := &memSpace{}
 	for i := range sp.shards {
-		sp.shards[i].index = make(map[uint64]uint32)
+		sp.shards[i].init()
 		sp.shards[i].in = make([]byte, 0, 64)
 		sp.shards[i].out = make([]byte, 0, 64)
 	}
@@ -186,22 +259,45 @@ func (m *Store) now() int64 {
 }
 
 // shard returns key's shard in sp and its hash, the only hash of the key
-// a call computes: the shard's index is keyed by it.
+// a call computes: its tag places the key in the shard (see memShard).
 func (m *Store) shard(sp *memSpace, key string) (*memShard, uint64) {
 	h := maphash.String(m.seed, key)
 	return &sp.shards[h&(memShards-1)], h
 }
 
-// find returns the slot of key, whose hash is h.
-func (sh *memShard) find(key string, h uint64) (uint32, bool) {
-	if i, ok := sh.index[h]; ok && sh.is(sh.entry(i), i, key) {
-		return i, true
+// init gives sh its first, empty table.
+func (sh *memShard) init() {
+	sh.dir = []tableRef{{t: &table{}}}
+}
+
+// table returns the directory slot of hash h.
+func (sh *memShard) table(h uint64) *tableRef { return &sh.dir[uint32(h>>32)&sh.mask] }
+
+// find returns the slot of key, whose hash is h, in its table.
+func (sh *memShard) find(key string, h uint64) (int, bool) {
+	slots := sh.table(h).slots
+	n := len(slots)
+	if n == 0 {
+		return 0, false
 	}
-	if sh.collide != nil {
-		i, ok := sh.collide[key]
-		return i, ok
+	tag := uint32(h >> 32)
+	i := home(tag, n)
+	for d := 0; ; d++ {
+		e := &slots[i]
+		if e.klen == 0 {
+			return 0, false
+		}
+		if e.tag == tag && sh.is(e, key) {
+			return i, true
+		}
+		if dist(e, i, n) < d {
+			// key would have displaced e: it is not in the table.
+			return 0, false
+		}
+		if i++; i == n {
+			i = 0
+		}
 	}
-	return 0, false
 }
 
 func (m *Store) begin(ctx context.Context) error {
@@ -328,7 +424,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		state []byte
 	)
 	if found {
-		e = sh.entry(slot)
+		e = &sh.table(h).slots[slot]
 		switch {
 		case e.n == bigState:
 			// Another algorithm's state, shared under this namespace: the
@@ -354,7 +450,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		case !found:
 			sh.storeSlot(key, h, 0, false, now, m.cutoff(now), res.TTL, state[:size])
 		case res.TTL <= 0 || size == 0:
-			sh.release(key, h, slot)
+			sh.remove(h, slot)
 		default:
 			e.n = uint8(size)
 			e.expires = saturatingAdd(now, int64(res.TTL))
@@ -401,7 +497,7 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	now := m.now()
 	sh.last = now // see Take
 	slot, found := sh.find(c.Key, h)
-	sh.in = sh.loadSlot(slot, found, now, sh.in[:0])
+	sh.in = sh.loadSlot(h, slot, found, now, sh.in[:0])
 	var (
 		o   ratelimit.Outcome
 		out []byte
@@ -424,27 +520,24 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	return nil
 }
 
-func (sh *memShard) entry(i uint32) *memEntry {
-	return &sh.pages[i>>pageBits][i&(pageSize-1)]
-}
-
 // load appends the live state of key, whose hash is h, to dst.
 func (sh *memShard) load(key string, h uint64, now int64, dst []byte) []byte {
 	i, ok := sh.find(key, h)
-	return sh.loadSlot(i, ok, now, dst)
+	return sh.loadSlot(h, i, ok, now, dst)
 }
 
-// loadSlot appends the live state in slot i, if found, to dst.
-func (sh *memShard) loadSlot(i uint32, found bool, now int64, dst []byte) []byte {
+// loadSlot appends the live state in slot i, if found, of hash h's table
+// to dst.
+func (sh *memShard) loadSlot(h uint64, i int, found bool, now int64, dst []byte) []byte {
 	if !found {
 		return dst
 	}
-	e := sh.entry(i)
+	e := &sh.table(h).slots[i]
 	if e.expires <= now {
 		return dst
 	}
 	if e.n == bigState {
-		return append(dst, sh.big[i]...)
+		return append(dst, sh.bigs[ref(e.state[:])]...)
 	}
 	return append(dst, e.state[:e.n]...)
 }
@@ -466,119 +559,266 @@ func (sh *memShard) store(key string, h uint64, now, cutoff int64, ttl time.Dura
 }
 
 // storeSlot is store for a key already looked up: slot i if exists.
-func (sh *memShard) storeSlot(key string, h uint64, i uint32, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
+func (sh *memShard) storeSlot(key string, h uint64, i int, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
 	if ttl <= 0 || len(state) == 0 {
 		if exists {
-			sh.release(key, h, i)
+			sh.remove(h, i)
 		}
 		return
 	}
 	if !exists {
-		sh.sweep(cutoff)
-		i = sh.insert(key, h)
+		sh.sweep(h, cutoff)
+		i = sh.insert(key, h, cutoff)
 	}
-	e := sh.entry(i)
+	e := &sh.table(h).slots[i]
 	e.expires = saturatingAdd(now, int64(ttl))
 	if len(state) <= inlineState {
 		if e.n == bigState {
-			delete(sh.big, i)
+			sh.freeBig(e)
 		}
 		e.n = uint8(len(state))
 		copy(e.state[:], state)
 		return
 	}
-	e.n = bigState
-	if sh.big == nil {
-		sh.big = make(map[uint32][]byte)
+	if e.n != bigState {
+		var id uint32
+		if n := len(sh.bigFree); n > 0 {
+			id = sh.bigFree[n-1]
+			sh.bigFree = sh.bigFree[:n-1]
+		} else {
+			id = uint32(len(sh.bigs))
+			sh.bigs = append(sh.bigs, nil)
+		}
+		binary.LittleEndian.PutUint32(e.state[:], id)
+		e.n = bigState
 	}
-	sh.big[i] = append(sh.big[i][:0], state...)
+	id := ref(e.state[:])
+	sh.bigs[id] = append(sh.bigs[id][:0], state...)
 }
 
-// alloc returns a free slab slot.
-func (sh *memShard) alloc() uint32 {
-	if n := len(sh.freed); n > 0 {
-		i := sh.freed[n-1]
-		sh.freed = sh.freed[:n-1]
-		return i
-	}
-	i := sh.next
-	if int(i>>pageBits) == len(sh.pages) {
-		sh.pages = append(sh.pages, new([pageSize]memEntry))
-	}
-	sh.next++
-	return i
+// freeBig releases the big state of e.
+func (sh *memShard) freeBig(e *memEntry) {
+	id := ref(e.state[:])
+	sh.bigs[id] = nil
+	sh.bigFree = append(sh.bigFree, id)
 }
 
-// insert gives key, whose hash is h, a slot.
-func (sh *memShard) insert(key string, h uint64) uint32 {
-	i := sh.alloc()
-	e := sh.entry(i)
+// insert gives key, whose hash is h and which the table does not hold, an
+// entry with no state yet, and returns its slot. A full table grows,
+// dropping what expired before cutoff.
+func (sh *memShard) insert(key string, h uint64, cutoff int64) int {
+	r := sh.table(h)
+	if r.t.count >= r.t.limit {
+		sh.grow(r, cutoff)
+		r = sh.table(h)
+	}
+	e := memEntry{tag: uint32(h >> 32)}
 	if len(key) <= inlineKey {
 		e.klen = uint8(len(key))
 		copy(e.key[:], key)
 	} else {
-		e.klen = longKey
-		if sh.long == nil {
-			sh.long = make(map[uint32]string)
+		var id uint32
+		if n := len(sh.longFree); n > 0 {
+			id = sh.longFree[n-1]
+			sh.longFree = sh.longFree[:n-1]
+			sh.longs[id] = strings.Clone(key)
+		} else {
+			id = uint32(len(sh.longs))
+			sh.longs = append(sh.longs, strings.Clone(key))
 		}
-		sh.long[i] = strings.Clone(key)
+		e.klen = longKey
+		binary.LittleEndian.PutUint32(e.key[:], id)
 	}
-	if _, taken := sh.index[h]; !taken {
-		sh.index[h] = i
-		return i
-	}
-	if sh.collide == nil {
-		sh.collide = make(map[string]uint32)
-	}
-	sh.collide[strings.Clone(key)] = i
-	return i
+	r.t.count++
+	sh.count++
+	return place(r.slots, &e)
 }
 
-// release drops key, whose hash is h, from slot i and frees the slot.
-func (sh *memShard) release(key string, h uint64, i uint32) {
-	if j, ok := sh.index[h]; ok && j == i {
-		delete(sh.index, h)
-	} else {
-		delete(sh.collide, key)
+// place puts *e, whose key slots does not hold, into slots, which has a
+// free slot, and returns where *e went. Robin Hood: walking from e's home,
+// e takes the slot of the first entry nearer its own home than e is, and
+// that entry walks on in turn. *e is clobbered.
+func place(slots []memEntry, e *memEntry) int {
+	n := len(slots)
+	i := home(e.tag, n)
+	at := -1
+	for d := 0; ; d++ {
+		s := &slots[i]
+		if s.klen == 0 {
+			*s = *e
+			if at < 0 {
+				at = i
+			}
+			return at
+		}
+		if sd := dist(s, i, n); sd < d {
+			*s, *e = *e, *s
+			d = sd
+			if at < 0 {
+				at = i
+			}
+		}
+		if i++; i == n {
+			i = 0
+		}
 	}
-	sh.free(i)
 }
 
-// free clears slot i and makes it available again.
-func (sh *memShard) free(i uint32) {
-	e := sh.entry(i)
+// grow makes room in r's table for one more entry: it moves the live
+// entries to a table growNum/growDen times larger, or splits a table of
+// maxSlots slots in two by one more tag bit, unless dropping the entries
+// that expired before cutoff (as sweep would) frees a quarter of the
+// table's room, when it moves them to a table of the same size. It
+// rehashes nothing: an entry's tag places it.
+func (sh *memShard) grow(r *tableRef, cutoff int64) {
+	t, old := r.t, r.slots
+	var live [2]int // by the tag bit a split would use
+	bit := uint32(1) << t.depth
+	for i := range old {
+		if e := &old[i]; e.klen != 0 && e.expires > cutoff {
+			live[b2i(e.tag&bit != 0)]++
+		}
+	}
+	n := len(old)
+	switch {
+	case live[0]+live[1] < t.limit*3/4:
+	case n < maxSlots || t.depth >= maxDepth:
+		n = max(minSlots, n*growNum/growDen)
+		if len(old) < maxSlots && t.depth < maxDepth {
+			n = min(n, maxSlots)
+		}
+	default:
+		sh.split(r, cutoff, live)
+		return
+	}
+	slots := make([]memEntry, n)
+	for i := range old {
+		e := &old[i]
+		switch {
+		case e.klen == 0:
+		case e.expires <= cutoff:
+			sh.drop(e)
+		default:
+			place(slots, e)
+		}
+	}
+	sh.count -= t.count - live[0] - live[1]
+	t.count = live[0] + live[1]
+	t.limit = n * maxLoadNum / maxLoadDen
+	t.sweepAt = 0
+	for j := range sh.dir {
+		if sh.dir[j].t == t {
+			sh.dir[j].slots = slots
+		}
+	}
+}
+
+// split replaces r's table by two, one for each value of the next tag bit,
+// each sized to hold its live entries (live, by that bit) with room for
+// growNum/growDen more, and doubles the directory first if the table's
+// keys share as many bits as the directory resolves.
+func (sh *memShard) split(r *tableRef, cutoff int64, live [2]int) {
+	t, old := r.t, r.slots
+	if t.depth == sh.depth {
+		sh.dir = append(sh.dir, sh.dir...)
+		sh.depth++
+		sh.mask = uint32(len(sh.dir) - 1)
+	}
+	bit := uint32(1) << t.depth
+	var halves [2]tableRef
+	for k := range halves {
+		n := max(minSlots, (live[k]+1)*growNum/growDen*maxLoadDen/maxLoadNum+1)
+		halves[k] = tableRef{
+			slots: make([]memEntry, n),
+			t:     &table{count: live[k], limit: n * maxLoadNum / maxLoadDen, depth: t.depth + 1},
+		}
+	}
+	for i := range old {
+		e := &old[i]
+		switch {
+		case e.klen == 0:
+		case e.expires <= cutoff:
+			sh.drop(e)
+		default:
+			place(halves[b2i(e.tag&bit != 0)].slots, e)
+		}
+	}
+	sh.count -= t.count - live[0] - live[1]
+	for j := range sh.dir {
+		if sh.dir[j].t == t {
+			sh.dir[j] = halves[b2i(uint32(j)&bit != 0)]
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// drop releases the long key and big state of e.
+func (sh *memShard) drop(e *memEntry) {
 	if e.n == bigState {
-		delete(sh.big, i)
+		sh.freeBig(e)
 	}
 	if e.klen == longKey {
-		delete(sh.long, i)
+		id := ref(e.key[:])
+		sh.longs[id] = ""
+		sh.longFree = append(sh.longFree, id)
 	}
-	*e = memEntry{}
-	sh.freed = append(sh.freed, i)
 }
 
-// sweep drops a few entries that expired before cutoff; called on insert.
-func (sh *memShard) sweep(cutoff int64) {
-	n := 0
-	for h, i := range sh.index {
-		if sh.entry(i).expires <= cutoff {
-			delete(sh.index, h)
-			sh.free(i)
+// remove drops the entry in slot i of hash h's table, with its long key
+// and big state, and shifts the entries after it that are not at home back
+// by one, so that no probe ever needs a tombstone.
+func (sh *memShard) remove(h uint64, i int) {
+	r := sh.table(h)
+	slots := r.slots
+	n := len(slots)
+	sh.drop(&slots[i])
+	for {
+		j := i + 1
+		if j == n {
+			j = 0
 		}
-		if n++; n >= sweepPerInsert {
+		next := &slots[j]
+		if next.klen == 0 || dist(next, j, n) == 0 {
 			break
 		}
+		slots[i] = *next
+		i = j
 	}
-	n = 0
-	for k, i := range sh.collide {
-		if sh.entry(i).expires <= cutoff {
-			delete(sh.collide, k)
-			sh.free(i)
-		}
-		if n++; n >= sweepPerInsert {
-			return
-		}
+	slots[i] = memEntry{}
+	r.t.count--
+	sh.count--
+}
+
+// sweep examines the next few slots of hash h's table and drops the
+// entries that expired before cutoff; called on insert. The examined
+// slots wrap around the table, so every entry is examined at least once
+// every len(slots)/sweepPerInsert inserts into its table. Each drop is
+// paid for by the insert that made the entry, so a sweep costs O(1)
+// amortized.
+func (sh *memShard) sweep(h uint64, cutoff int64) {
+	r := sh.table(h)
+	n := len(r.slots)
+	if n == 0 {
+		return
 	}
+	i := r.t.sweepAt
+	for range sweepPerInsert {
+		if i >= n {
+			i = 0
+		}
+		// An entry shifted into slot i by a drop is examined in turn.
+		for e := &r.slots[i]; e.klen != 0 && e.expires <= cutoff; {
+			sh.remove(h, i)
+		}
+		i++
+	}
+	r.t.sweepAt = i
 }
 
 func saturatingAdd(a, b int64) int64 {
@@ -647,7 +887,7 @@ func (m *Store) Reset(ctx context.Context, namespace, key string) error {
 	sh, h := m.shard(sp, key)
 	sh.mu.Lock()
 	if i, ok := sh.find(key, h); ok {
-		sh.release(key, h, i)
+		sh.remove(h, i)
 	}
 	sh.mu.Unlock()
 	return nil
@@ -661,7 +901,7 @@ func (m *Store) keys() int {
 		for i := range sp.shards {
 			sh := &sp.shards[i]
 			sh.mu.Lock()
-			n += len(sh.index) + len(sh.collide)
+			n += sh.count
 			sh.mu.Unlock()
 		}
 	}

@@ -200,3 +200,75 @@ func TestTakeZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowthExactConcurrentSafe races goroutines over fresh keys,
+// short and long, through Take and Apply, so that every shard's tables
+// grow while others decide, some keys holding states too big for an
+// entry: each key admits exactly its burst.
+func TestGrowthExactConcurrentSafe(t *testing.T) {
+	s, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const burst, logBurst, workers, rounds = 3, 8, 4, 3
+	nkeys := 10_000 // about 20 growths of every shard's table
+	if testing.Short() {
+		nkeys = 2_000
+	}
+	l := ratelimit.Every(1000*time.Hour, 1).WithBurst(burst)
+	p := memstore.Prepare(gcra.New(), l)
+	ns := s.Namespace("t")
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+		if i%5 == 0 {
+			keys[i] += strings.Repeat("-long", 4)
+		}
+	}
+	allowed := make([]atomic.Int64, nkeys)
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range rounds {
+				for _, i := range r.Perm(nkeys) {
+					var o ratelimit.Outcome
+					var err error
+					switch {
+					case i%7 == 3: // a sliding log of 8 stamps: a big state
+						c := check(keys[i], l.WithBurst(logBurst), 1)
+						c.Algorithm = slidinglog.New()
+						o, err = s.Apply(t.Context(), c)
+					case i%2 == 0:
+						err = ns.Take(t.Context(), p, keys[i], 1, &o)
+					default:
+						o, err = s.Apply(t.Context(), check(keys[i], l, 1))
+					}
+					if err != nil {
+						errs.Add(1)
+					} else if o.Allowed {
+						allowed[i].Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if errs.Load() != 0 {
+		t.Fatalf("%d errors", errs.Load())
+	}
+	for i := range allowed {
+		want := int64(burst)
+		if i%7 == 3 {
+			want = logBurst
+		}
+		if n := allowed[i].Load(); n != want {
+			t.Fatalf("%q admitted %d of %d, want exactly %d", keys[i], n, workers*rounds, want)
+		}
+	}
+	if n := memstore.Keys(s); n != nkeys {
+		t.Fatalf("%d keys held, want %d", n, nkeys)
+	}
+}
