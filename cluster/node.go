@@ -24,7 +24,7 @@ import (
 )
 
 const (
-	shardCount = 64   // lock shards per node
+	shardCount = 64 // lock shards per node
 	// syncChunk is how many dirty records a sync tick snapshots per hold
 	// of a shard's lock, so that a decision on that shard waits for a
 	// few records, not for the shard's whole share of the tick.
@@ -138,8 +138,8 @@ type shard struct {
 	// m holds the records by keyHash; records with the same hash are
 	// chained through record.next. The hash computed to pick the shard
 	// is the map key, so a lookup hashes the key's strings once.
-	m       map[uint64]*record
-	dirty   []*record // records whose own counter changed since the last sync
+	m     map[uint64]*record
+	dirty []*record // records whose own counter changed since the last sync
 	// sending is the dirty list a sync tick is working through, a few
 	// records per hold of mu (the tick's own, under syncMu).
 	sending []*record
@@ -184,7 +184,7 @@ type record struct {
 	// cluster has few members, and a short slice is scanned faster than
 	// a map is hashed, on the merge path, for every entry.
 	comps   []comp
-	phantom float64          // fractional partition charge carried over
+	phantom float64 // fractional partition charge carried over
 	// credit is what was charged as the failed members' estimated use
 	// (partition scaling) and not yet matched by their real consumption;
 	// creditAt is the clock time of the last such charge.
