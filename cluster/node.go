@@ -24,7 +24,14 @@ import (
 )
 
 const (
-	shardCount = 64   // lock shards per node
+	shardCount = 64 // lock shards per node
+	// syncChunk is how many dirty records a sync tick snapshots per hold
+	// of a shard's lock, so that a decision on that shard waits for a
+	// few records, not for the shard's whole share of the tick.
+	syncChunk = 16
+	// deferTicks is how many sync intervals a peer's consumption may wait
+	// to be charged to a key's view (see deferCharge).
+	deferTicks = 4
 	inboxSize  = 4096 // gossip messages queued for the merge goroutine
 	// allowanceTicks is how many sync ticks a key a node has never heard
 	// of is held to its startup allowance, at least: long enough for every
@@ -131,8 +138,11 @@ type shard struct {
 	// m holds the records by keyHash; records with the same hash are
 	// chained through record.next. The hash computed to pick the shard
 	// is the map key, so a lookup hashes the key's strings once.
-	m       map[uint64]*record
-	dirty   []*record // records whose own counter changed since the last sync
+	m     map[uint64]*record
+	dirty []*record // records whose own counter changed since the last sync
+	// sending is the dirty list a sync tick is working through, a few
+	// records per hold of mu (the tick's own, under syncMu).
+	sending []*record
 	young   []*record // records under their startup allowance
 	scratch []byte
 	_       [64]byte
@@ -147,6 +157,11 @@ type record struct {
 	limit   ratelimit.Limit
 	state   []byte
 	expires int64 // clock time after which state equals the initial state
+	// deferred is units consumed elsewhere and not yet charged to state
+	// (see deferCharge): settle charges them, at deferredAt, the time of
+	// the last of them, before state is next read or written.
+	// deferredSince is the time of the first.
+	deferred, deferredAt, deferredSince int64
 
 	// Startup allowance of a key this node had never heard of: while
 	// allowN > 1 the node admits at most (Burst + r·(now−created))/allowN.
@@ -165,8 +180,11 @@ type record struct {
 	// sync tick, so that a new incarnation can carry what was not sent.
 	sentOwn, sentRefunded uint64
 
-	comps   map[string]*comp // other origins' components
-	phantom float64          // fractional partition charge carried over
+	// comps are the other origins' components, one per origin: a
+	// cluster has few members, and a short slice is scanned faster than
+	// a map is hashed, on the merge path, for every entry.
+	comps   []comp
+	phantom float64 // fractional partition charge carried over
 	// credit is what was charged as the failed members' estimated use
 	// (partition scaling) and not yet matched by their real consumption;
 	// creditAt is the clock time of the last such charge.
@@ -178,6 +196,7 @@ type record struct {
 }
 
 type comp struct {
+	origin               string
 	inc, count, refunded uint64
 	at                   int64 // clock time of the last accepted increase; 0 before any
 	// owed marks an origin whose estimated use was charged while it was
@@ -475,6 +494,9 @@ func (n *Node) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome,
 	sh.mu.Lock()
 	now := n.clock.Now()
 	rec := sh.get(h, c.Namespace, c.Key)
+	if rec != nil {
+		n.settle(sh, rec)
+	}
 	if rec == nil && c.Cost == 0 && c.Op == ratelimit.OpTake {
 		// A peek at a key without state creates nothing.
 		o, out, err := ratelimit.Evaluate(c.Algorithm, c.Op, nil, now, c.Limit, 0, 0, sh.scratch[:0])
@@ -522,7 +544,6 @@ func (n *Node) newLocalRecord(sh *shard, h uint64, ns, key string, now int64) *r
 		youngTick: n.tickNo.Load(),
 		youngWall: time.Now().UnixNano(),
 		inc:       n.nextInc(),
-		comps:     map[string]*comp{},
 	}
 	if rec.allowN > 1 {
 		sh.young = append(sh.young, rec)
@@ -603,6 +624,23 @@ func (n *Node) adopt(rec *record, c *ratelimit.Check, now int64) {
 		rec.inc = n.nextInc()
 	}
 	rec.limit = c.Limit
+}
+
+// comp returns the component of origin, or nil.
+func (r *record) comp(origin string) *comp {
+	for i := range r.comps {
+		if r.comps[i].origin == origin {
+			return &r.comps[i]
+		}
+	}
+	return nil
+}
+
+// addComp adds an empty component for origin, which must have none, and
+// returns it. It moves the other components: pointers to them are stale.
+func (r *record) addComp(origin string) *comp {
+	r.comps = append(r.comps, comp{origin: origin})
+	return &r.comps[len(r.comps)-1]
 }
 
 func (r *record) live(now int64) []byte {
@@ -732,8 +770,11 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 	for i := range checks {
 		c := &checks[i]
 		rec := shards[i].get(hashes[i], c.Namespace, c.Key)
+		if rec != nil {
+			n.settle(shards[i], rec)
+		}
 		if rec == nil {
-			rec = &record{id: nsKey{c.Namespace, c.Key}, hash: hashes[i], created: now, allowN: n.live.Load(), comps: map[string]*comp{}}
+			rec = &record{id: nsKey{c.Namespace, c.Key}, hash: hashes[i], created: now, allowN: n.live.Load()}
 			shards[i].put(rec)
 			created = append(created, rec)
 		} else if rec.expires <= now && c.Cost > 0 {
@@ -824,6 +865,7 @@ func (n *Node) resetLocal(ns, key string) {
 	sh.mu.Lock()
 	if rec := sh.get(h, ns, key); rec != nil {
 		rec.state, rec.expires, rec.allowN, rec.taken, rec.phantom = rec.state[:0], 0, 0, 0, 0
+		rec.deferred = 0
 	}
 	sh.mu.Unlock()
 }
@@ -933,8 +975,8 @@ func (n *Node) counters(ns string) map[string]map[string]uint64 {
 			if r.inc != 0 {
 				m[n.name] = r.own
 			}
-			for o, c := range r.comps {
-				m[o] = c.count
+			for _, c := range r.comps {
+				m[c.origin] = c.count
 			}
 			out[r.id.key] = m
 		})

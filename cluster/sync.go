@@ -170,19 +170,10 @@ func (n *Node) syncOnce() {
 		}
 		clear(sh.young[len(kept):])
 		sh.young = kept
-		for _, r := range sh.dirty {
-			r.dirty = false
-			var en wireEntry
-			var ok bool
-			if en, comps, ok = n.entryOf(r, locked, sh, comps); ok {
-				entries = append(entries, en)
-				r.sentOwn, r.sentRefunded = r.own, r.refunded
-			}
-		}
-		clear(sh.dirty)
-		sh.dirty = sh.dirty[:0]
+		entries, comps = n.snapshotDirty(sh, now, locked, entries, comps)
 		if share > 0 || i == sweep {
 			sh.each(func(r *record) {
+				n.settle(sh, r)
 				if share > 0 && r.alg != nil && r.expires > now {
 					n.partitionCharge(sh, r, now, elapsed, share, failed)
 				}
@@ -200,6 +191,35 @@ func (n *Node) syncOnce() {
 	clear(entries)
 	clear(comps)
 	n.out.entries, n.out.comps = entries[:0], comps[:0]
+}
+
+// snapshotDirty appends an entry for every record of sh dirtied since the
+// last tick. The caller holds sh.mu, read locked after taking it, and
+// holds it again on return; in between, the lock is released after every
+// syncChunk records, so that a decision on the shard waits for a few
+// records rather than for the shard's whole share of the tick. A record
+// dirtied again before its chunk is snapshotted keeps its flag, so it
+// stays in the list and is sent with its newest counters; one dirtied
+// after its chunk joins the new list, for the next tick.
+func (n *Node) snapshotDirty(sh *shard, now, locked int64, entries []wireEntry, comps []wireComp) ([]wireEntry, []wireComp) {
+	sh.dirty, sh.sending = sh.sending[:0], sh.dirty
+	for i, r := range sh.sending {
+		if i > 0 && i%syncChunk == 0 {
+			sh.mu.Unlock()
+			sh.mu.Lock()
+			locked = max(now, n.clock.Now())
+		}
+		r.dirty = false
+		var en wireEntry
+		var ok bool
+		if en, comps, ok = n.entryOf(r, locked, sh, comps); ok {
+			entries = append(entries, en)
+			r.sentOwn, r.sentRefunded = r.own, r.refunded
+		}
+	}
+	clear(sh.sending)
+	sh.sending = sh.sending[:0]
+	return entries, comps
 }
 
 // partitionCharge charges rec with the refill the invisible members would
@@ -220,10 +240,9 @@ func (n *Node) partitionCharge(sh *shard, r *record, now, elapsed int64, share f
 	}
 	r.credit, r.creditAt = r.credit+whole, now
 	for _, name := range failed {
-		c := r.comps[name]
+		c := r.comp(name)
 		if c == nil {
-			c = &comp{}
-			r.comps[name] = c
+			c = r.addComp(name)
 		}
 		c.owed = true
 	}
@@ -237,6 +256,7 @@ func (n *Node) entryOf(r *record, now int64, sh *shard, comps []wireComp) (wireE
 	if r.alg == nil {
 		return wireEntry{}, comps, false
 	}
+	n.settle(sh, r)
 	peek, out, err := ratelimit.Evaluate(r.alg, ratelimit.OpTake, r.live(now), now, r.limit, 0, 0, sh.scratch[:0])
 	sh.scratch = out[:0]
 	if err != nil {
@@ -251,12 +271,12 @@ func (n *Node) entryOf(r *record, now int64, sh *shard, comps []wireComp) (wireE
 	if r.inc != 0 {
 		comps = append(comps, wireComp{origin: n.name, inc: r.inc, count: r.own, refunded: r.refunded})
 	}
-	for o, c := range r.comps {
+	for i := range r.comps {
 		// A component unchanged since the view refilled while idle (the
 		// record's epoch, see newEpoch) counts consumption that no
 		// longer matters; a peer that forgot the key would charge it.
-		if c.inc != 0 && c.at >= r.created {
-			comps = append(comps, wireComp{origin: o, inc: c.inc, count: c.count, refunded: c.refunded})
+		if c := &r.comps[i]; c.inc != 0 && c.at >= r.created {
+			comps = append(comps, wireComp{origin: c.origin, inc: c.inc, count: c.count, refunded: c.refunded})
 		}
 	}
 	// Earlier entries keep the array they were appended to when comps
@@ -355,6 +375,7 @@ func (n *Node) encodeState() []byte {
 	records:
 		for _, head := range sh.m {
 			for r := head; r != nil; r = r.next {
+				n.settle(sh, r)
 				if r.expires <= now && !r.dirty {
 					continue // idle and full everywhere: nothing to tell
 				}
@@ -456,7 +477,7 @@ func (n *Node) merge(en *wireEntry, now int64) {
 		if c.origin == n.name {
 			continue
 		}
-		cur := rec.comps[c.origin]
+		cur := rec.comp(c.origin)
 		var delta, back uint64
 		switch {
 		case cur == nil || c.inc > cur.inc:
@@ -474,15 +495,14 @@ func (n *Node) merge(en *wireEntry, now int64) {
 		}
 		since := rec.created
 		if cur == nil {
-			cur = &comp{}
-			rec.comps[c.origin] = cur
+			cur = rec.addComp(c.origin)
 		} else if cur.at != 0 {
 			since = cur.at
 		}
 		cur.inc, cur.count, cur.refunded = c.inc, c.count, c.refunded
 		if delta > 0 {
 			cur.at = now
-			n.charge(sh, rec, now, n.netAndCap(cur, rec, c.origin, delta, since, now))
+			n.deferCharge(sh, rec, now, n.netAndCap(cur, rec, c.origin, delta, since, now))
 		}
 		if back > 0 {
 			// Give back what the origin refunded (never above the
@@ -509,8 +529,8 @@ func (n *Node) netAndCap(cur *comp, rec *record, origin string, delta uint64, si
 	owed := cur.owed
 	if (owed || rec.credit > 0) && now-rec.creditAt > int64(n.settleTime()) {
 		rec.credit, owed = 0, false
-		for _, c := range rec.comps {
-			c.owed = false
+		for i := range rec.comps {
+			rec.comps[i].owed = false
 		}
 	}
 	if owed {
@@ -590,13 +610,17 @@ func (n *Node) adoptRemote(sh *shard, h uint64, en *wireEntry, now int64) {
 		alg:     n.lookupAlg(en.rule.alg),
 		limit:   en.rule.limit,
 		created: now,
-		comps:   make(map[string]*comp, len(en.comps)),
+		comps:   make([]comp, 0, len(en.comps)),
 	}
 	for _, c := range en.comps {
 		if c.origin == n.name {
 			continue
 		}
-		rec.comps[c.origin] = &comp{inc: c.inc, count: c.count, refunded: c.refunded, at: now}
+		cur := rec.comp(c.origin)
+		if cur == nil {
+			cur = rec.addComp(c.origin)
+		}
+		cur.inc, cur.count, cur.refunded, cur.at = c.inc, c.count, c.refunded, now
 	}
 	if rec.alg != nil {
 		if _, ok := rec.alg.(ratelimit.Charger); !ok {
@@ -625,10 +649,51 @@ func (n *Node) adoptRemote(sh *shard, h uint64, en *wireEntry, now int64) {
 	sh.put(rec)
 }
 
-// charge records amount units consumed elsewhere on rec. The caller holds
-// sh.mu.
+// charge records amount units consumed elsewhere on rec at once. The
+// caller holds sh.mu.
 func (n *Node) charge(sh *shard, rec *record, now, amount int64) {
+	n.settle(sh, rec)
 	sh.scratch = n.chargeAt(rec, now, amount, sh.scratch[:0])
+}
+
+// deferCharge records amount units consumed elsewhere on rec lazily: they
+// are added to rec.deferred, which settle charges at the time of the last
+// deferred charge before rec's state is next read or written (by a
+// decision, a sync, push/pull, a sweep). Most views a node merges are of
+// keys it does not decide on before the next merge, so this saves one
+// algorithm call per merged entry, or more.
+//
+// Folding charges into one at the last one's time never admits more than
+// charging each when it arrives (a bucket charged later has refilled
+// less), and admits less only when the view would have refilled to its
+// burst in between, by at most the refill over the span of the folded
+// charges; a charge arriving more than deferTicks sync intervals after
+// the first one deferred settles those first, so that span, and the
+// shortfall, is at most r·deferTicks·S once per view. The caller holds
+// sh.mu.
+func (n *Node) deferCharge(sh *shard, rec *record, now, amount int64) {
+	if amount <= 0 || rec.alg == nil {
+		return
+	}
+	if rec.deferred > 0 && (now-rec.deferredSince > deferTicks*int64(n.cfg.SyncInterval) || rec.deferred > ratelimit.MaxCost-amount) {
+		n.settle(sh, rec)
+	}
+	if rec.deferred == 0 {
+		rec.deferredSince, rec.deferredAt = now, now
+	}
+	rec.deferred += amount
+	rec.deferredAt = max(rec.deferredAt, now)
+}
+
+// settle charges rec's deferred consumption (see deferCharge). The caller
+// holds sh.mu.
+func (n *Node) settle(sh *shard, rec *record) {
+	if rec.deferred == 0 {
+		return
+	}
+	amount := rec.deferred
+	rec.deferred = 0
+	sh.scratch = n.chargeAt(rec, rec.deferredAt, amount, sh.scratch[:0])
 }
 
 // chargeAt charges amount to rec at time now using dst as scratch, and
@@ -654,6 +719,7 @@ func (n *Node) refund(sh *shard, rec *record, now, amount int64) {
 	if amount <= 0 || rec.alg == nil {
 		return
 	}
+	n.settle(sh, rec)
 	o, out, err := ratelimit.Evaluate(rec.alg, ratelimit.OpRefund, rec.live(now), now, rec.limit, amount, 0, sh.scratch[:0])
 	sh.scratch = out[:0]
 	if err != nil {

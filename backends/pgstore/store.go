@@ -228,6 +228,11 @@ func plan(checks []ratelimit.Check) ([]keyState, []int) {
 		ns, key string
 		i       int
 	}
+	keys := make([]keyState, 0, len(checks))
+	if len(checks) == 1 { // one key: nothing to sort
+		c := &checks[0]
+		return append(keys, keyState{ns: []byte(c.Namespace), key: []byte(c.Key), alg: c.Algorithm.Name()}), []int{0}
+	}
 	refs := make([]ref, len(checks))
 	for i := range checks {
 		refs[i] = ref{checks[i].Namespace, checks[i].Key, i}
@@ -235,7 +240,6 @@ func plan(checks []ratelimit.Check) ([]keyState, []int) {
 	slices.SortStableFunc(refs, func(a, b ref) int {
 		return cmp.Or(strings.Compare(a.ns, b.ns), strings.Compare(a.key, b.key))
 	})
-	keys := make([]keyState, 0, len(checks))
 	idx := make([]int, len(checks))
 	for j, r := range refs {
 		if j == 0 || r.ns != refs[j-1].ns || r.key != refs[j-1].key {

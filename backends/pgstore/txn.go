@@ -29,6 +29,12 @@ type serverTimeouts struct {
 	lock, statement, idle string
 }
 
+// timeoutLimits are the server-side timeouts of one transaction before
+// formatting, in whole milliseconds.
+type timeoutLimits struct {
+	lock, statement, idle int64
+}
+
 // timeouts derives the server-side timeouts from the time left before the
 // deadline of ctx: lock and statement timeouts end their margins (see
 // config.margins) before it, in whole milliseconds rounded down and never
@@ -41,30 +47,66 @@ func (s *Store) timeouts(ctx context.Context) (serverTimeouts, error) {
 
 // timeoutsFor is timeouts with left, the time to the deadline, given.
 func (s *Store) timeoutsFor(left time.Duration) (serverTimeouts, error) {
+	l, err := s.timeoutLimitsFor(left)
+	if err != nil {
+		return serverTimeouts{}, err
+	}
+	return serverTimeouts{lock: millis(l.lock), statement: millis(l.statement), idle: millis(l.idle)}, nil
+}
+
+// timeoutLimits is timeouts before formatting: the decision path appends
+// the values to a buffer of its own instead of allocating strings.
+func (s *Store) timeoutLimits(ctx context.Context) (timeoutLimits, error) {
+	deadline, _ := ctx.Deadline()
+	return s.timeoutLimitsFor(time.Until(deadline))
+}
+
+func (s *Store) timeoutLimitsFor(left time.Duration) (timeoutLimits, error) {
 	lockMargin, statementMargin := s.cfg.margins(left)
 	lock := left - lockMargin
 	if left <= 0 {
-		return serverTimeouts{}, fmt.Errorf("pgstore: %w: %w", ratelimit.ErrUnavailable, context.DeadlineExceeded)
+		return timeoutLimits{}, fmt.Errorf("pgstore: %w: %w", ratelimit.ErrUnavailable, context.DeadlineExceeded)
 	}
 	if lock < time.Millisecond {
-		return serverTimeouts{}, fmt.Errorf("pgstore: %w: %s left before the deadline, less than the lock margin %s plus 1ms",
+		return timeoutLimits{}, fmt.Errorf("pgstore: %w: %s left before the deadline, less than the lock margin %s plus 1ms",
 			ratelimit.ErrUnavailable, left.Round(time.Microsecond), lockMargin)
 	}
 	if s.cfg.maxLockWait > 0 {
 		lock = min(lock, s.cfg.maxLockWait)
 	}
-	return serverTimeouts{
-		lock:      millis(lock),
-		statement: millis(left - statementMargin),
+	return timeoutLimits{
+		lock:      wholeMillis(lock),
+		statement: wholeMillis(left - statementMargin),
 		// The backstop: a transaction whose client vanished between the
 		// read and the write phase releases its locks when the caller's
 		// deadline passes.
-		idle: millis(left + time.Millisecond - 1),
+		idle: wholeMillis(left + time.Millisecond - 1),
 	}, nil
 }
 
-func millis(d time.Duration) string {
-	return strconv.FormatInt(max(int64(d/time.Millisecond), 1), 10) + "ms"
+// wholeMillis is d in whole milliseconds, rounded down and at least 1.
+func wholeMillis(d time.Duration) int64 { return max(int64(d/time.Millisecond), 1) }
+
+func millis(ms int64) string { return string(appendMillis(nil, ms)) }
+
+// appendMillis appends ms in PostgreSQL's unit syntax ("250ms").
+func appendMillis(dst []byte, ms int64) []byte {
+	return append(strconv.AppendInt(dst, ms, 10), "ms"...)
+}
+
+// timeoutParams holds the formatted timeouts of one transaction as
+// statement parameters, in storage that lives with the call.
+type timeoutParams struct {
+	buf                   [3 * 24]byte
+	lock, statement, idle []byte
+}
+
+func (p *timeoutParams) set(l timeoutLimits) {
+	b := appendMillis(p.buf[:0], l.lock)
+	p.lock = b[:len(b):len(b)]
+	b = appendMillis(b[len(b):], l.statement)
+	p.statement = b[:len(b):len(b)]
+	p.idle = appendMillis(b[len(b):], l.idle)
 }
 
 // acquire borrows a connection, giving up early enough to leave the
@@ -187,10 +229,12 @@ var paramsLockWithTimeouts = []int16{1, 1, 0, 0, 0}
 // timeouts and the locks. A missing row after seeding was swept in
 // between (errVanished, retried); without seed it is left to readPhase.
 func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, seed bool) (int64, error) {
-	t, err := s.timeouts(ctx)
+	limits, err := s.timeoutLimits(ctx)
 	if err != nil {
 		return 0, err
 	}
+	var t timeoutParams
+	t.set(limits)
 	x.p = pc.StartPipeline(ctx)
 	var params [5][]byte
 	results := 1
@@ -202,7 +246,7 @@ func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys 
 	}
 	x.send(stmtBegin, nil, nil, nil)
 	if seed {
-		params[0], params[1], params[2] = []byte(t.lock), []byte(t.statement), []byte(t.idle)
+		params[0], params[1], params[2] = t.lock, t.statement, t.idle
 		x.send(stmtTimeouts, params[:3], allText, allText)
 		for i := range keys {
 			params[0], params[1], params[2] = keys[i].ns, keys[i].key, []byte(keys[i].alg)
@@ -212,7 +256,7 @@ func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys 
 	for i := range keys {
 		params[0], params[1] = keys[i].ns, keys[i].key
 		if i == 0 && !seed {
-			params[2], params[3], params[4] = []byte(t.lock), []byte(t.statement), []byte(t.idle)
+			params[2], params[3], params[4] = t.lock, t.statement, t.idle
 			x.send(stmtLockWithTimeouts, params[:5], paramsLockWithTimeouts, allBinary)
 			continue
 		}
@@ -357,7 +401,7 @@ func anyChanged(work []ratelimit.KeyState) bool {
 // statement and change no outcome. It is refused, with nothing sent, when
 // less than the lock margin is left.
 func (s *Store) writePhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, work []ratelimit.KeyState, checks []ratelimit.Check, out []ratelimit.Outcome, now int64) error {
-	if _, err := s.timeouts(ctx); err != nil {
+	if _, err := s.timeoutLimits(ctx); err != nil {
 		return err // nothing sent: the open transaction is rolled back
 	}
 	x.p = pc.StartPipeline(ctx)

@@ -10,9 +10,13 @@
 # The raw lines (benchstat input) go to the output file.
 #
 # Usage, from anywhere, on a machine doing nothing else:
-#   bench/pgbench/compare.sh [-d seconds per run] [-k rounds] [-c "1 8 32"] [-o file]
-# Defaults: -d 6 -k 3 -c "1 8 32" -o pg-compare.txt (in bench/). A short
-# sanity run: -d 3 -k 1 -c 8.
+#   bench/pgbench/compare.sh [-d seconds per run] [-k rounds] [-c "1 8 32"] [-K "hot 100k"] [-s name=value]... [-o file]
+# Defaults: -d 6 -k 3 -c "1 8 32" -K "hot 100k" -o pg-compare.txt (in bench/). A short
+# sanity run: -d 3 -k 1 -c 8. Each -s sets a parameter of the throwaway
+# server; -s synchronous_commit=off takes the commit's WAL flush (which
+# dominates every cell with fsync on, and varies between rounds) out of
+# both sides alike. Both sides use the same server, so they always run
+# under the same settings, which the script prints.
 # The server is $PGURL when set (for example the perf-anchors one,
 # postgres://bench:bench@127.0.0.1:5432/bench); otherwise the script starts
 # a throwaway PostgreSQL 15 with stock settings (fsync on) and
@@ -23,14 +27,18 @@ set -eu
 secs=6
 rounds=3
 conc="1 8 32"
+keysets="hot 100k"
 outfile=pg-compare.txt
-usage="usage: $0 [-d seconds per run] [-k rounds] [-c concurrencies] [-o file]"
-while getopts d:k:c:o: opt; do
+settings=""
+usage="usage: $0 [-d seconds per run] [-k rounds] [-c concurrencies] [-K key sets] [-s name=value]... [-o file]"
+while getopts d:k:c:K:s:o: opt; do
 	case $opt in
 	d) secs=$OPTARG ;;
 	k) rounds=$OPTARG ;;
 	c) conc=$OPTARG ;;
+	K) keysets=$OPTARG ;;
 	o) outfile=$OPTARG ;;
+	s) settings="$settings -c $OPTARG" ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
@@ -43,6 +51,10 @@ for tool in psql pgbench go; do
 	command -v "$tool" >/dev/null || { echo "$0: $tool not found" >&2; exit 1; }
 done
 
+if [ -n "${PGURL:-}" ] && [ -n "$settings" ]; then
+	echo "$0: -s sets the throwaway server's parameters; set them on \$PGURL's server instead" >&2
+	exit 2
+fi
 if [ -z "${PGURL:-}" ]; then
 	bin=/usr/lib/postgresql/15/bin
 	[ -x "$bin/initdb" ] || { echo "$0: set PGURL or install postgresql-15 ($bin)" >&2; exit 1; }
@@ -55,25 +67,27 @@ if [ -z "${PGURL:-}" ]; then
 	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	$as "$bin/initdb" -D "$tmp/data" -U postgres --auth=trust -E UTF8 --locale=C >"$tmp/initdb.log"
 	$as "$bin/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w \
-		-o "-p $port -k $tmp -c listen_addresses=127.0.0.1 -c max_connections=200" start >/dev/null
+		-o "-p $port -k $tmp -c listen_addresses=127.0.0.1 -c max_connections=200$settings" start >/dev/null
 	trap '$as "$bin/pg_ctl" -D "$tmp/data" -m fast -w stop >/dev/null; rm -rf "$tmp"' EXIT INT TERM
 	PGURL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 	echo "throwaway PostgreSQL on 127.0.0.1:$port"
 fi
 export PGURL
+psql "$PGURL" -qAtc "SELECT 'server: ' || version() || '; fsync=' || current_setting('fsync') || ', synchronous_commit=' || current_setting('synchronous_commit')"
 
 cells=$(echo "$conc" | tr ' ' '|')
+keycells=$(echo "$keysets" | tr ' ' '|')
 : >"$outfile"
 for round in $(seq "$rounds"); do
 	echo "round $round/$rounds" >&2
-	if ! SLUICE_BENCH_POSTGRES_DSN=$PGURL GOWORK=off go test -run '^$' -bench "BenchmarkPostgres\$/keys=.*/conc=($cells)/" \
+	if ! SLUICE_BENCH_POSTGRES_DSN=$PGURL GOWORK=off go test -run '^$' -bench "BenchmarkPostgres\$/keys=($keycells)/conc=($cells)/" \
 		-benchtime "${secs}s" -benchmem -count 1 . >"$outfile.go"; then
 		cat "$outfile.go" >&2
 		exit 1
 	fi
 	grep '^Benchmark' "$outfile.go" >>"$outfile"
 	rm -f "$outfile.go"
-	SECONDS_PER_RUN=$secs CONCURRENCY=$conc sh "$here/run.sh" >>"$outfile"
+	SECONDS_PER_RUN=$secs CONCURRENCY=$conc KEYSETS=$keysets sh "$here/run.sh" >>"$outfile"
 done
 
 # Mean ns/op per cell and implementation, as decisions per second.

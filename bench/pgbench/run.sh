@@ -6,7 +6,8 @@
 # line (impl=pgbench, ns/op = 1e9 / tps) so benchstat can put it beside
 # BenchmarkPostgres's; compare.sh runs both.
 # Usage: PGURL=postgres://user:pass@127.0.0.1:5432/db sh bench/pgbench/run.sh
-# Environment: SECONDS_PER_RUN (default 6), CONCURRENCY (default "1 8 32").
+# Environment: SECONDS_PER_RUN (default 6), CONCURRENCY (default "1 8 32"),
+# KEYSETS (default "hot 100k").
 set -eu
 : "${PGURL:?set PGURL to the benchmark database}"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,7 +27,7 @@ SELECT convert_to('gcra', 'UTF8'), convert_to(k, 'UTF8'), 'gcra', '', clock_time
 FROM (SELECT 'user:' || lpad(g::text, 7, '0') FROM generate_series(0, 99999) g UNION ALL SELECT 'hot') keys(k);
 VACUUM ANALYZE bench_pgbench;
 SQL
-for keys in hot 100k; do
+for keys in ${KEYSETS:-hot 100k}; do
 	n=1
 	[ "$keys" = 100k ] && n=100000
 	for c in ${CONCURRENCY:-1 8 32}; do
