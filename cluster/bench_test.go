@@ -3,13 +3,13 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/cputime"
 )
 
 // benchLimit never denies during a benchmark, so every call does the full
@@ -61,7 +61,7 @@ func BenchmarkDecide(b *testing.B) {
 					time.Sleep(8 * s.nodes[0].cfg.SyncInterval)
 				}
 				b.ReportAllocs()
-				cpu0 := processCPU(b)
+				cpu0 := cputime.Process()
 				i := 0
 				for b.Loop() {
 					c.Key = names[i%keys]
@@ -70,20 +70,10 @@ func BenchmarkDecide(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}
-}
-
-// processCPU returns the user and system CPU time the process has used,
-// in nanoseconds.
-func processCPU(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkSyncTraffic measures what one node sends when 10,000 keys all
@@ -153,14 +143,14 @@ func BenchmarkMerge(b *testing.B) {
 	n.handle(&m, batch(1)) // the keys exist from here on
 	b.ReportAllocs()
 	b.ResetTimer()
-	var cpu int64
+	var cpu time.Duration
 	for i := range b.N {
 		b.StopTimer()
 		msg := batch(uint64(i + 2))
-		cpu0 := processCPU(b)
+		cpu0 := cputime.Process()
 		b.StartTimer()
 		n.handle(&m, msg)
-		cpu += processCPU(b) - cpu0
+		cpu += cputime.Process() - cpu0
 	}
 	b.ReportMetric(float64(cpu)/float64(b.N*keys), "cpu-ns/entry")
 }
