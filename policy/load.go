@@ -31,7 +31,7 @@ func Load(path string) (*Set, error) {
 // by which Watch skips reloads that change nothing.
 func load(path string) (*Set, [sha256.Size]byte, error) {
 	var digest [sha256.Size]byte
-	files, err := configFiles(path)
+	files, err := Files(path)
 	if err != nil {
 		return nil, digest, err
 	}
@@ -55,8 +55,10 @@ func load(path string) (*Set, [sha256.Size]byte, error) {
 	return set, digest, err
 }
 
-// configFiles lists the YAML files of path, sorted.
-func configFiles(path string) ([]string, error) {
+// Files lists the files Load reads at path, sorted: path itself, or a
+// directory's regular *.yaml and *.yml files not starting with '.'
+// (links followed). A directory without one is a *ConfigError.
+func Files(path string) ([]string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err

@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -103,34 +99,4 @@ func newEngine(set *policy.Set, st ratelimit.Store, log *slog.Logger, closers *[
 	}
 	*closers = append(*closers, func() error { return engine.Close(context.Background()) })
 	return engine, nil
-}
-
-// rulesFiles lists the files policy.Load reads at path: path itself, or
-// a directory's *.yaml and *.yml files not starting with '.'.
-func rulesFiles(path string) ([]string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return []string{path}, nil
-	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range entries {
-		name := e.Name()
-		ext := filepath.Ext(name)
-		if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
-			continue
-		}
-		full := filepath.Join(path, name)
-		if st, err := os.Stat(full); err == nil && st.Mode().IsRegular() {
-			files = append(files, full)
-		}
-	}
-	slices.Sort(files)
-	return files, nil
 }

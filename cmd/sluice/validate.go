@@ -63,13 +63,10 @@ func validateRules(paths []string) ([]error, []string) {
 	var errs []error
 	var configs []policy.Config
 	for _, p := range paths {
-		files, err := rulesFiles(p)
+		files, err := policy.Files(p)
 		if err != nil {
 			errs = append(errs, err)
 			continue
-		}
-		if len(files) == 0 {
-			errs = append(errs, fmt.Errorf("%s: no *.yaml or *.yml file", p))
 		}
 		for _, f := range files {
 			data, err := os.ReadFile(f)
