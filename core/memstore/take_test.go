@@ -123,27 +123,11 @@ func TestTakeExactUnderContentionConcurrentSafe(t *testing.T) {
 	l := ratelimit.Every(1000*time.Hour, 1).WithBurst(100)
 	p := memstore.Prepare(gcra.New(), l)
 	ns := s.Namespace("t")
-	var allowed, errs atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 64 {
-		wg.Go(func() {
-			<-start
-			for range 10 {
-				var o ratelimit.Outcome
-				if err := ns.Take(t.Context(), p, "race", 1, &o); err != nil {
-					errs.Add(1)
-				} else if o.Allowed {
-					allowed.Add(1)
-				}
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if allowed.Load() != 100 || errs.Load() != 0 {
-		t.Fatalf("allowed %d errors %d, want exactly 100 and 0", allowed.Load(), errs.Load())
-	}
+	admitsExactly(t, 100, func() (bool, error) {
+		var o ratelimit.Outcome
+		err := ns.Take(t.Context(), p, "race", 1, &o)
+		return o.Allowed, err
+	})
 }
 
 // TestTakeNeverAboveRateConcurrentSafe races callers for one key with
