@@ -66,8 +66,7 @@ const (
 type pendingCall struct {
 	ctx    context.Context
 	keys   []string
-	args   []any
-	arg    [1]any
+	arg    string // the checks' native.lua arguments, one after another
 	mask   uint
 	state  atomic.Int32
 	done   chan struct{}
@@ -123,13 +122,13 @@ func (s *Store) batcherFor(keys []string) *batcher {
 }
 
 // applyCoalesced runs a native call through b and decodes its outcome
-// into out, as applyNative does for a call of its own.
-// checkArgs are the calls' native.lua arguments, one per check. It
-// returns the call's status as runNative does.
-func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelimit.Check, keys []string, checkArgs []any, mask uint, out []ratelimit.Outcome) (int64, error) {
+// into out, as applyNative does for a call of its own. arg holds the
+// checks' native.lua arguments (a string). It returns the call's status
+// as runNative does.
+func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelimit.Check, keys []string, arg any, mask uint, out []ratelimit.Outcome) (int64, error) {
 	p := pendingCalls.Get().(*pendingCall)
 	p.ctx, p.keys, p.mask = ctx, keys, mask
-	p.args = append(p.arg[:0], checkArgs...)
+	p.arg, _ = arg.(string)
 	switch n := len(checks); {
 	case n == 1:
 		p.res = p.one[:]
@@ -319,19 +318,26 @@ func (s *Store) runBatch(ctx context.Context, batch []*pendingCall) {
 		}
 		return
 	}
-	keys := make([]string, 0, n)
-	args := make([]any, 1, n+2)
-	args[0] = head
-	for _, p := range batch {
-		keys = append(keys, p.keys...)
-		args = append(args, p.args...)
-	}
-	if len(batch) > 1 {
+	var (
+		keys []string
+		args []any
+	)
+	if len(batch) == 1 {
+		// A call alone runs the script's straight path for one call.
+		keys, args = batch[0].keys, []any{head, batch[0].arg}
+	} else {
+		// One string holds every check's argument and another each
+		// call's number of checks: the script gets three arguments, not
+		// one per check, and unpacks each check's where it lies.
+		keys = make([]string, 0, n)
+		checkArgs := make([]byte, 0, 8*nativeStride*n)
 		sizes := make([]byte, 0, 8*len(batch))
 		for _, p := range batch {
+			keys = append(keys, p.keys...)
+			checkArgs = append(checkArgs, p.arg...)
 			sizes = appendDoubles(sizes, int64(len(p.keys)))
 		}
-		args = append(args, string(sizes))
+		args = []any{head, string(checkArgs), string(sizes)}
 	}
 	reply, err := s.run(ctx, nativeScript, keys, args)
 	if err != nil {

@@ -26,13 +26,9 @@ var nativeSrc string
 var nativeScript = newScript(nativeSrc)
 
 const (
-	// nativeStride is the number of values in native.lua's argument for
-	// one check, without the op and MaxWait a reservation, a refund or a
-	// charge adds.
-	nativeStride = 13
-	// replyStride is the number of values per check in native.lua's
-	// reply.
-	replyStride = 7
+	// nativeStride is the number of doubles of native.lua's argument for
+	// one check.
+	nativeStride = 14
 	// nativeSpanLimit bounds Period and the time to refill Burst for the
 	// native path (2^51 ns, about 26 days): every span native.lua computes
 	// then stays below 2^53, where Lua's doubles are exact.
@@ -173,23 +169,32 @@ func replyInt(rep string, i int) int64 {
 // meets a state it cannot decide exactly (see native.lua) it writes
 // nothing and the call is decided on the generic path.
 func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys []string, out []ratelimit.Outcome) (bool, error) {
-	var buf [4]any // run copies the arguments: a single check allocates nothing here
-	args := append(buf[:0], nil)
-	var mask uint
+	var (
+		mask uint
+		arg  any // the checks' arguments, one after another
+	)
 	for i := range checks {
 		mask |= 1 << (nativeAlg(checks[i].Algorithm) - 1)
-		args = append(args, s.checkArg(&checks[i]))
+	}
+	if len(checks) == 1 {
+		arg = s.checkArg(&checks[0]) // already boxed: nothing allocated
+	} else {
+		b := make([]byte, 0, 8*nativeStride*len(checks))
+		for i := range checks {
+			b = s.appendCheckArg(b, &checks[i])
+		}
+		arg = string(b)
 	}
 	var (
 		status int64
 		err    error
 	)
 	if b := s.batcherFor(keys); b != nil && !b.startAlone() {
-		status, err = s.applyCoalesced(ctx, b, checks, keys, args[1:], mask, out)
+		status, err = s.applyCoalesced(ctx, b, checks, keys, arg, mask, out)
 	} else {
 		// No coalescing, or a batch of this call alone would be sent now:
 		// send it as it is, without the batch's bookkeeping.
-		status, err = s.runNative(ctx, keys, args, mask, out)
+		status, err = s.runNative(ctx, keys, arg, mask, out)
 		if b != nil {
 			s.finishAlone(b)
 		}
@@ -204,17 +209,17 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 	return status == 1, nil
 }
 
-// runNative sends one native.lua call, args holding its check arguments
-// from index 1 on, and decodes its outcomes into out. Status -1 means
-// the generic path must decide it.
-func (s *Store) runNative(ctx context.Context, keys []string, args []any, mask uint, out []ratelimit.Outcome) (int64, error) {
+// runNative sends one native.lua call, arg holding its checks'
+// arguments, and decodes its outcomes into out. Status -1 means the
+// generic path must decide it.
+func (s *Store) runNative(ctx context.Context, keys []string, arg any, mask uint, out []ratelimit.Outcome) (int64, error) {
 	head, ok := s.headArg(mask)
 	if !ok {
 		return -1, nil
 	}
-	args[0] = head
 	s.nativeCalls.Add(1)
-	reply, err := s.run(ctx, nativeScript, keys, args)
+	args := [2]any{head, arg} // run copies them
+	reply, err := s.run(ctx, nativeScript, keys, args[:])
 	if err != nil {
 		return 0, err
 	}
@@ -232,35 +237,58 @@ func (s *Store) runNative(ctx context.Context, keys []string, args []any, mask u
 // errBadReply marks a native.lua reply that decodeNative cannot read.
 var errBadReply = errors.New("redisstore: bad native reply")
 
+// Flags of a check's outcome in native.lua's reply.
+const (
+	replyAllowed = 1 << iota
+	replyChanged
+	replyDelay // a delay follows the four doubles
+)
+
 // decodeNative decodes the reply of one call of len(out) checks at the
 // start of rep into out, and returns its status (1 allowed and written, 0
-// denied, -1 for the generic path) and its length in bytes.
+// denied, -1 for the generic path) and its length in bytes. A reply is
+// the status as a signed byte, then per check a flags byte and the
+// doubles remaining, retry (-1 for never), reset and ttl, and the delay
+// when the flags say so.
 func decodeNative(rep string, out []ratelimit.Outcome) (status int64, size int, err error) {
-	if len(rep) < 8 {
+	if len(rep) < 1 {
 		return 0, 0, errBadReply
 	}
-	status = replyInt(rep, 0)
+	status = int64(int8(rep[0]))
 	if status == -1 {
-		return -1, 8, nil
+		return -1, 1, nil
 	}
-	size = 8 * (1 + replyStride*len(out))
-	if status != 0 && status != 1 || len(rep) < size {
+	if status != 0 && status != 1 {
 		return 0, 0, errBadReply
 	}
+	size = 1
 	for i := range out {
-		v := rep[8*(1+replyStride*i):]
-		retry := time.Duration(replyInt(v, 3))
+		if len(rep) < size+1+4*8 {
+			return 0, 0, errBadReply
+		}
+		flags := rep[size]
+		v := rep[size+1:]
+		size += 1 + 4*8
+		var delay time.Duration
+		if flags&replyDelay != 0 {
+			if len(rep) < size+8 {
+				return 0, 0, errBadReply
+			}
+			delay = time.Duration(replyInt(v, 4))
+			size += 8
+		}
+		retry := time.Duration(replyInt(v, 1))
 		if retry < 0 {
 			retry = ratelimit.Never
 		}
 		out[i] = ratelimit.Outcome{
-			Allowed:    replyInt(v, 0) == 1,
-			Changed:    replyInt(v, 1) == 1,
-			Remaining:  replyInt(v, 2),
+			Allowed:    flags&replyAllowed != 0,
+			Changed:    flags&replyChanged != 0,
+			Remaining:  replyInt(v, 0),
 			RetryAfter: retry,
-			ResetAfter: time.Duration(replyInt(v, 4)),
-			TTL:        time.Duration(replyInt(v, 5)),
-			Delay:      time.Duration(replyInt(v, 6)),
+			ResetAfter: time.Duration(replyInt(v, 2)),
+			TTL:        time.Duration(replyInt(v, 3)),
+			Delay:      delay,
 		}
 	}
 	return status, size, nil
@@ -294,12 +322,38 @@ type argsKey struct {
 const maxCachedArgs = 4096
 
 // checkArg returns native.lua's argument for c: nativeStride doubles (see
-// appendDoubles), then for a reservation, a refund or a charge the op and
-// MaxWait (0 but for a reservation).
+// appendDoubles), the last MaxWait (0 but for a reservation).
 // Everything but a reservation's MaxWait depends only on the algorithm,
 // the op, the cost and the limit, so it is cached, already boxed as an
-// interface value; a reservation appends its MaxWait on each call.
+// interface value; a reservation's is built on each call.
 func (s *Store) checkArg(c *ratelimit.Check) any {
+	v := s.cachedArg(c)
+	if c.Op != ratelimit.OpReserve {
+		return v
+	}
+	a, _ := v.(string)
+	return string(appendMaxWait([]byte(a[:len(a)-8]), c.MaxWait))
+}
+
+// appendCheckArg appends checkArg(c) to b.
+func (s *Store) appendCheckArg(b []byte, c *ratelimit.Check) []byte {
+	a, _ := s.cachedArg(c).(string)
+	if c.Op != ratelimit.OpReserve {
+		return append(b, a...)
+	}
+	return appendMaxWait(append(b, a[:len(a)-8]...), c.MaxWait)
+}
+
+// appendMaxWait appends a reservation's MaxWait. It is exact below 2^53
+// and any longer wait is as good as forever: no delay native.lua computes
+// reaches 2^53 ns.
+func appendMaxWait(b []byte, maxWait time.Duration) []byte {
+	return appendDoubles(b, min(int64(maxWait), 1<<53-1))
+}
+
+// cachedArg returns native.lua's argument for c with a MaxWait of 0,
+// from the store's cache when it holds it.
+func (s *Store) cachedArg(c *ratelimit.Check) any {
 	k := argsKey{nativeAlg(c.Algorithm), c.Op, c.Cost, c.Limit}
 	v, ok := s.argsCache.Load(k)
 	if !ok {
@@ -310,24 +364,12 @@ func (s *Store) checkArg(c *ratelimit.Check) any {
 			}
 		}
 	}
-	if c.Op != ratelimit.OpReserve {
-		return v
-	}
-	// MaxWait is exact below 2^53 and any longer wait is as good as
-	// forever: no delay native.lua computes reaches 2^53 ns.
-	a, _ := v.(string)
-	return string(appendDoubles([]byte(a), int64(opReserve), min(int64(c.MaxWait), 1<<53-1)))
+	return v
 }
 
-// Op codes of native.lua, appended to a check's argument; they equal
-// ratelimit.OpReserve, OpRefund and OpCharge.
-const (
-	opReserve = 1
-	opRefund  = 2
-	opCharge  = 3
-)
-
-// buildArg builds the cached part of native.lua's argument for k.
+// buildArg builds native.lua's argument for k with a MaxWait of 0. Its
+// first double is the algorithm's code plus 8 times the op (ratelimit's
+// OpTake 0, OpReserve 1, OpRefund 2, OpCharge 3).
 func buildArg(k argsKey) any {
 	l := k.lim
 	if isWindow(k.code) {
@@ -356,17 +398,10 @@ func buildArg(k argsKey) any {
 		// native.lua falls back for any count that reaches this cap
 		p[0] = min(window.MaxUsed(l), 1<<51)
 	}
-	b := make([]byte, 0, 8*(nativeStride+2))
-	b = appendDoubles(b, int64(k.code), k.cost, l.Burst, l.Count, int64(l.Period))
+	b := make([]byte, 0, 8*nativeStride)
+	b = appendDoubles(b, int64(k.code)+8*int64(k.op), k.cost, l.Burst, l.Count, int64(l.Period))
 	b = appendDoubles(b, p[:]...)
-	switch k.op {
-	case ratelimit.OpReserve:
-		// MaxWait follows, per call.
-	case ratelimit.OpRefund:
-		b = appendDoubles(b, opRefund, 0)
-	case ratelimit.OpCharge:
-		b = appendDoubles(b, opCharge, 0)
-	}
+	b = appendDoubles(b, 0)
 	return string(b)
 }
 

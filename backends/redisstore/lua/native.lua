@@ -855,25 +855,41 @@ if useLog == 1 then
   end
 end
 
-local function decide(state, nh, nl, arg)
-  local alg, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr = unpack('<ddddddddddddd', arg)
-  -- a reservation, a refund or a charge appends the op (1, 2 or 3) and
-  -- MaxWait
-  local op, maxwait = 0, 0
-  if #arg > 104 then op, maxwait = unpack('<dd', arg, 105) end
-  if alg == 1 then
+-- decide applies to state the check whose fourteen doubles start at byte
+-- pos of args.
+local function decide(state, nh, nl, args, pos)
+  local code, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, maxwait = unpack('<dddddddddddddd', args, pos)
+  local op = 0
+  if code > 8 then
+    op = floor(code / 8)
+    code = code - 8 * op
+  end
+  if code == 1 then
     return gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, op, maxwait)
   end
-  if alg == 2 then
+  if code == 2 then
     return tokenbucket(state, nh, nl, cost, burst, count, period, 0x11, dq, op, maxwait)
-  elseif alg == 3 then
+  elseif code == 3 then
     return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31, dq, op, maxwait)
-  elseif alg == 4 then
+  elseif code == 4 then
     return fixedwindow(state, nh, nl, cost, burst, period, tq, op)
-  elseif alg == 5 then
+  elseif code == 5 then
     return slidingwindow(state, nh, nl, cost, burst, period, op)
   end
   return slidinglog(state, nh, nl, cost, burst, period)
+end
+
+-- outcome packs one check's part of the reply: a flags byte (1 allowed,
+-- 2 changed, 4 a delay follows), then remaining, retry, reset and ttl, and
+-- the delay only when it is not 0.
+local function outcome(ok, changed, rem, retry, reset, ttl, delay, peek)
+  local flags = 0
+  if ok and peek ~= false then flags = 1 end
+  if changed then flags = flags + 2 end
+  if delay ~= nil and delay ~= 0 then
+    return pack('<Bddddd', flags + 4, rem, retry, reset, ttl, delay)
+  end
+  return pack('<Bdddd', flags, rem, retry, reset, ttl)
 end
 
 -- now as (hi, lo): sec*1e9 + ns, lo in 0..2^32-1
@@ -893,19 +909,17 @@ end
 
 -- One call (not a batch): its checks apply all or nothing, each key read
 -- once and written once at the end. The batch code below is not created.
-if #ARGV == #KEYS + 1 then
+local args = ARGV[2]
+if #ARGV == 2 then
   local n = #KEYS
   if n == 1 then
     local k = KEYS[1]
     local state = redis.call('GET', k)
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, ARGV[2])
-    if ok == nil then return pack('<d', -1) end
-    if not ok then return pack('<dddddddd', 0, 0, 0, rem, retry, reset, ttl, 0) end
-    local a = 1
-    if peek == false then a = 0 end
-    local ch = 0
-    if out ~= state then
-      ch = 1
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, args, 1)
+    if ok == nil then return pack('<b', -1) end
+    if not ok then return pack('<bBdddd', 0, 0, rem, retry, reset, ttl) end
+    local ch = out ~= state
+    if ch then
       if out == false or ttl <= 0 then
         redis.call('DEL', k)
       else
@@ -913,7 +927,7 @@ if #ARGV == #KEYS + 1 then
         redis.call('SET', k, out, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
       end
     end
-    return pack('<dddddddd', 1, a, ch, rem, retry, reset, ttl, delay or 0)
+    return pack('<b', 1) .. outcome(true, ch, rem, retry, reset, ttl, delay, peek)
   end
   local cur, last, changed = {}, {}, {}
   local parts = {}
@@ -925,20 +939,19 @@ if #ARGV == #KEYS + 1 then
       s = redis.call('GET', k)
       cur[k] = s
     end
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[i + 1])
-    if ok == nil then return pack('<d', -1) end
-    local ch, a = 0, 0
-    if ok and peek ~= false then a = 1 end
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, args, 112 * i - 111)
+    if ok == nil then return pack('<b', -1) end
+    local ch = false
     if ok then
-      if out ~= s then ch = 1; changed[k] = true end
+      if out ~= s then ch = true; changed[k] = true end
       cur[k] = out
     else
       allowed = false
     end
     last[k] = ttl
-    parts[i] = pack('<ddddddd', a, ch, rem, retry, reset, ttl, delay or 0)
+    parts[i] = outcome(ok, ch, rem, retry, reset, ttl, delay, peek)
   end
-  if not allowed then return pack('<d', 0) .. table.concat(parts) end
+  if not allowed then return pack('<b', 0) .. table.concat(parts) end
   for k, _ in pairs(changed) do
     local s = cur[k]
     local ttl = last[k]
@@ -948,99 +961,99 @@ if #ARGV == #KEYS + 1 then
       redis.call('SET', k, s, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
     end
   end
-  return pack('<d', 1) .. table.concat(parts)
+  return pack('<b', 1) .. table.concat(parts)
 end
 
--- A batch of independent calls (the store's coalescer). The states of its
--- keys are shared by its calls:
--- cur[k] is k's state as the calls before left it (false for none), ttl[k]
--- the TTL to write it with, dirty[k] true when a call changed it. Writes
--- wait for the end of the invocation, one per changed key: Redis freezes
--- the clock during a script, so a key's PX counts from the same instant
--- as if written at once; each key is read from Redis once.
-local cur, ttls, dirty = {}, {}, {}
-
--- state returns k's state as the calls before left it, reading it from
--- Redis on first use. (One GET per key rather than an MGET: the
--- least-privilege ACL in docs/redis.md allows GET, SET, DEL and TIME.)
-local function state(k)
-  local s = cur[k]
-  if s == nil then
-    s = redis.call('GET', k)
-    cur[k] = s
-  end
-  return s
-end
-
--- call applies the n checks of KEYS[base+1..base+n], whose arguments are
--- ARGV[base+2..base+n+1], all or nothing, and returns their packed reply.
-local function call(base, n)
-  if n == 1 then
-    local k = KEYS[base + 1]
-    local s = state(k)
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[base + 2])
-    if ok == nil then return pack('<d', -1) end
-    if not ok then return pack('<dddddddd', 0, 0, 0, rem, retry, reset, ttl, 0) end
-    local a = 1
-    if peek == false then a = 0 end
-    local ch = 0
-    if out ~= s then
-      ch = 1
-      cur[k], ttls[k], dirty[k] = out, ttl, true
-    end
-    return pack('<dddddddd', 1, a, ch, rem, retry, reset, ttl, delay or 0)
-  end
-  -- this call's states over cur: committed only when every check passes
-  local mine, last, changed = {}, {}, {}
-  local parts = {}
-  local allowed = true
-  for i = 1, n do
-    local k = KEYS[base + i]
-    local s = mine[k]
-    if s == nil then s = state(k) end
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, ARGV[base + i + 1])
-    if ok == nil then return pack('<d', -1) end
-    local ch, a = 0, 0
-    if ok and peek ~= false then a = 1 end
-    if ok then
-      if out ~= s then ch = 1; changed[k] = true end
-      mine[k] = out
-    else
-      allowed = false
-    end
-    last[k] = ttl
-    parts[i] = pack('<ddddddd', a, ch, rem, retry, reset, ttl, delay or 0)
-  end
-  if not allowed then return pack('<d', 0) .. table.concat(parts) end
-  for k, _ in pairs(changed) do
-    cur[k], ttls[k], dirty[k] = mine[k], last[k], true
-  end
-  return pack('<d', 1) .. table.concat(parts)
-end
-
--- flush writes every changed state: DEL for none or a TTL of 0, else SET
--- with PX ceil(ttl / 1e6) ms plus the margin.
-local function flush()
-  for k, _ in pairs(dirty) do
-    local s, ttl = cur[k], ttls[k]
-    if s == false or ttl <= 0 then
-      redis.call('DEL', k)
-    else
-      redis.call('SET', k, s, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
-    end
-  end
-end
-
--- A batch of independent calls (the store's coalescer): the last argument
--- holds each call's number of checks as doubles; the calls apply in order,
--- each all or nothing as if sent alone, and the reply is their replies
--- one after another.
-local sizes = ARGV[#ARGV]
-local replies, base = {}, 0
+-- A batch of independent calls (the store's coalescer): ARGV[3] holds
+-- each call's number of checks as doubles; the calls apply in order, each
+-- all or nothing as if sent alone, and the reply is their replies one
+-- after another. The calls share the states of their keys: cur[k] is k's
+-- state as the calls before left it (false for none), read from Redis on
+-- first use, and ttls[k] the TTL to write it with once a call changed it.
+-- Writes wait for the end of the invocation, one per changed key: Redis
+-- freezes the clock during a script, so a key's PX counts from the same
+-- instant as if written at once. (One GET per key rather than an MGET:
+-- the least-privilege ACL in docs/redis.md allows GET, SET, DEL and TIME.)
+local cur, ttls = {}, {}
+local sizes = ARGV[3]
+local replies = {}
+local base, pos = 0, 1
 for c = 1, #sizes / 8 do
   local n = unpack('<d', sizes, 8 * c - 7)
-  replies[c] = call(base, n)
-  base = base + n
+  if n == 1 then
+    local k = KEYS[base + 1]
+    local s = cur[k]
+    if s == nil then
+      s = redis.call('GET', k)
+      cur[k] = s
+    end
+    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, args, pos)
+    if ok == nil then
+      replies[c] = pack('<b', -1)
+    elseif not ok then
+      replies[c] = pack('<bBdddd', 0, 0, rem, retry, reset, ttl)
+    else
+      local ch = out ~= s
+      if ch then cur[k], ttls[k] = out, ttl end
+      replies[c] = pack('<b', 1) .. outcome(true, ch, rem, retry, reset, ttl, delay, peek)
+    end
+  else
+    -- this call's states over cur: committed only when every check passes
+    local mine, last, changed = {}, {}, {}
+    local parts = {}
+    local status = 1
+    for i = 1, n do
+      local k = KEYS[base + i]
+      local s = mine[k]
+      if s == nil then
+        s = cur[k]
+        if s == nil then
+          s = redis.call('GET', k)
+          cur[k] = s
+        end
+      end
+      local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, args, pos + 112 * (i - 1))
+      if ok == nil then
+        status = -1
+        break
+      end
+      local ch = false
+      if ok then
+        if out ~= s then ch = true; changed[k] = true end
+        mine[k] = out
+      else
+        status = 0
+      end
+      last[k] = ttl
+      parts[i] = outcome(ok, ch, rem, retry, reset, ttl, delay, peek)
+    end
+    if status == -1 then
+      replies[c] = pack('<b', -1)
+    else
+      if status == 1 then
+        for k, _ in pairs(changed) do cur[k], ttls[k] = mine[k], last[k] end
+      end
+      replies[c] = pack('<b', status) .. table.concat(parts)
+    end
+  end
+  base, pos = base + n, pos + 112 * n
 end
-flush()
+-- Write every changed state: DEL for none or a TTL of 0, else SET with PX
+-- ceil(ttl / 1e6) ms plus the margin. Keys of one rule often share their
+-- PX, so each distinct value is formatted once.
+local pxs = {}
+for k, ttl in pairs(ttls) do
+  local s = cur[k]
+  if s == false or ttl <= 0 then
+    redis.call('DEL', k)
+  else
+    local ms = muldiv(ttl, 1, 999999, 1000000) + margin
+    local px = pxs[ms]
+    if px == nil then
+      px = string.format('%d', ms)
+      pxs[ms] = px
+    end
+    redis.call('SET', k, s, 'PX', px)
+  end
+end
 return table.concat(replies)
