@@ -59,21 +59,23 @@ const (
 )
 
 // pendingCall is one native call waiting in a batcher. The sender writes
-// status, err and res, then moves state from callSent to callDone and
-// sends on done; a caller whose context ends first moves it to
+// status, err, now and part, then moves state from callSent to callDone
+// and sends on done; a caller whose context ends first moves it to
 // callAbandoned and never reads them. A caller that received from done
-// owns the call again and returns it to pendingCalls.
+// owns the call again, decodes its outcomes from part and returns it to
+// pendingCalls.
 type pendingCall struct {
-	ctx    context.Context
-	keys   []string
-	arg    string // the checks' native.lua arguments, one after another
-	mask   uint
-	state  atomic.Int32
-	done   chan struct{}
-	status int64
-	err    error
-	res    []ratelimit.Outcome
-	one    [1]ratelimit.Outcome
+	ctx     context.Context
+	keys    []string
+	arg     string // the checks' native.lua arguments, one after another
+	mask    uint
+	state   atomic.Int32
+	done    chan struct{}
+	status  int64
+	err     error
+	now     int64  // the server's instant
+	part    string // the call's part of the reply (see splitCall)
+	scratch []byte // decodeNative's buffer, kept from call to call
 }
 
 // pendingCalls recycles the pendingCalls their callers got back, with
@@ -89,7 +91,7 @@ func (p *pendingCall) finish() {
 // release returns p, which its caller received from done, to
 // pendingCalls, dropping its references.
 func (p *pendingCall) release() {
-	*p = pendingCall{done: p.done, res: p.res[:0]}
+	*p = pendingCall{done: p.done, scratch: p.scratch[:0]}
 	pendingCalls.Put(p)
 }
 
@@ -129,14 +131,6 @@ func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelim
 	p := pendingCalls.Get().(*pendingCall)
 	p.ctx, p.keys, p.mask = ctx, keys, mask
 	p.arg, _ = arg.(string)
-	switch n := len(checks); {
-	case n == 1:
-		p.res = p.one[:]
-	case cap(p.res) >= n: // p.one's cap is 1
-		p.res = p.res[:n]
-	default:
-		p.res = make([]ratelimit.Outcome, n)
-	}
 	s.nativeCalls.Add(1)
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
@@ -163,10 +157,11 @@ func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelim
 		<-p.done
 	}
 	status, err := p.status, p.err
+	if err == nil {
+		err = decodeNative(p.part, status, p.now, checks, out, &p.scratch)
+	}
 	if err != nil {
 		status = 0
-	} else {
-		copy(out, p.res)
 	}
 	p.release()
 	return status, err
@@ -326,18 +321,11 @@ func (s *Store) runBatch(ctx context.Context, batch []*pendingCall) {
 		// A call alone runs the script's straight path for one call.
 		keys, args = batch[0].keys, []any{head, batch[0].arg}
 	} else {
-		// One string holds every check's argument and another each
-		// call's number of checks: the script gets three arguments, not
-		// one per check, and unpacks each check's where it lies.
 		keys = make([]string, 0, n)
-		checkArgs := make([]byte, 0, 8*nativeStride*n)
-		sizes := make([]byte, 0, 8*len(batch))
 		for _, p := range batch {
 			keys = append(keys, p.keys...)
-			checkArgs = append(checkArgs, p.arg...)
-			sizes = appendDoubles(sizes, int64(len(p.keys)))
 		}
-		args = []any{head, string(checkArgs), string(sizes)}
+		args = []any{head, batchArgs(batch, n), batchSizes(batch, keys)}
 	}
 	reply, err := s.run(ctx, nativeScript, keys, args)
 	if err != nil {
@@ -349,16 +337,52 @@ func (s *Store) runBatch(ctx context.Context, batch []*pendingCall) {
 		fail(unexpected(reply))
 		return
 	}
+	now, rest, err := splitNow(rep)
+	if err != nil {
+		fail(unexpected(reply))
+		return
+	}
 	for _, p := range batch {
-		status, size, err := decodeNative(rep, p.res)
+		status, part, tail, err := splitCall(rest, len(p.keys))
 		if err != nil {
 			fail(unexpected(reply))
 			return
 		}
-		p.status = status
-		rep = rep[size:]
+		p.status, p.now, p.part, rest = status, now, part, tail
 	}
-	if len(rep) != 0 {
+	if rest != "" {
 		fail(unexpected(reply))
 	}
+}
+
+// batchArgs returns the native.lua arguments of every check of batch, n
+// in all, one after another in one string: the script gets one argument
+// for them, not one each, and unpacks each check's where it lies.
+func batchArgs(batch []*pendingCall, n int) string {
+	b := make([]byte, 0, 8*nativeStride*n)
+	for _, p := range batch {
+		b = append(b, p.arg...)
+	}
+	return string(b)
+}
+
+// batchSizes returns native.lua's per-call sizes of batch, whose calls'
+// keys are keys: two big-endian bytes per call, its number of checks,
+// plus 32768 for a call of one check whose key no other call names (the
+// script reads, decides and writes it at once, without the batch's
+// shared state).
+func batchSizes(batch []*pendingCall, keys []string) string {
+	seen := make(map[string]int, len(keys))
+	for _, k := range keys {
+		seen[k]++
+	}
+	b := make([]byte, 0, 2*len(batch))
+	for _, p := range batch {
+		n := len(p.keys)
+		if n == 1 && seen[p.keys[0]] == 1 {
+			n |= 1 << 15
+		}
+		b = append(b, byte(n>>8), byte(n))
+	}
+	return string(b)
 }

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/bits"
 	"time"
@@ -194,7 +195,7 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 	} else {
 		// No coalescing, or a batch of this call alone would be sent now:
 		// send it as it is, without the batch's bookkeeping.
-		status, err = s.runNative(ctx, keys, arg, mask, out)
+		status, err = s.runNative(ctx, checks, keys, arg, mask, out)
 		if b != nil {
 			s.finishAlone(b)
 		}
@@ -212,7 +213,7 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 // runNative sends one native.lua call, arg holding its checks'
 // arguments, and decodes its outcomes into out. Status -1 means the
 // generic path must decide it.
-func (s *Store) runNative(ctx context.Context, keys []string, arg any, mask uint, out []ratelimit.Outcome) (int64, error) {
+func (s *Store) runNative(ctx context.Context, checks []ratelimit.Check, keys []string, arg any, mask uint, out []ratelimit.Outcome) (int64, error) {
 	head, ok := s.headArg(mask)
 	if !ok {
 		return -1, nil
@@ -227,71 +228,121 @@ func (s *Store) runNative(ctx context.Context, keys []string, arg any, mask uint
 	if !ok {
 		return 0, unexpected(reply)
 	}
-	status, size, err := decodeNative(rep, out)
-	if err != nil || size != len(rep) {
+	now, rest, err := splitNow(rep)
+	if err != nil {
 		return 0, unexpected(reply)
+	}
+	status, part, rest, err := splitCall(rest, len(checks))
+	if err != nil || rest != "" {
+		return 0, unexpected(reply)
+	}
+	var scratch []byte
+	if err := decodeNative(part, status, now, checks, out, &scratch); err != nil {
+		return 0, err
 	}
 	return status, nil
 }
 
-// errBadReply marks a native.lua reply that decodeNative cannot read.
+// errBadReply marks a native.lua reply that the store cannot read.
 var errBadReply = errors.New("redisstore: bad native reply")
 
-// Flags of a check's outcome in native.lua's reply.
-const (
-	replyAllowed = 1 << iota
-	replyChanged
-	replyDelay // a delay follows the four doubles
-)
+// splitNow returns the server's instant at the start of a native.lua
+// reply, in Unix nanoseconds, and the rest of the reply: one part per
+// call.
+func splitNow(rep string) (now int64, rest string, err error) {
+	if len(rep) < 8 {
+		return 0, "", errBadReply
+	}
+	hi, lo := int64(int32(bigEndian32(rep))), int64(bigEndian32(rep[4:]))
+	return hi<<32 | lo, rep[8:], nil
+}
 
-// decodeNative decodes the reply of one call of len(out) checks at the
-// start of rep into out, and returns its status (1 allowed and written, 0
-// denied, -1 for the generic path) and its length in bytes. A reply is
-// the status as a signed byte, then per check a flags byte and the
-// doubles remaining, retry (-1 for never), reset and ttl, and the delay
-// when the flags say so.
-func decodeNative(rep string, out []ratelimit.Outcome) (status int64, size int, err error) {
-	if len(rep) < 1 {
-		return 0, 0, errBadReply
+// splitCall splits the part of a call of n checks off the start of rest:
+// its status (1 allowed and written, 0 denied, -1 for the generic path)
+// and, unless -1, the states native.lua found for its checks, each its
+// length in one byte (255, then four big-endian bytes, for 255 or more)
+// and its bytes.
+func splitCall(rest string, n int) (status int64, part, tail string, err error) {
+	if rest == "" {
+		return 0, "", "", errBadReply
 	}
-	status = int64(int8(rep[0]))
+	switch rest[0] {
+	case 255:
+		return -1, "", rest[1:], nil
+	case 0, 1:
+		status = int64(rest[0])
+	default:
+		return 0, "", "", errBadReply
+	}
+	size := 1
+	for range n {
+		l, hdr, ok := stateLen(rest[size:])
+		if !ok || len(rest) < size+hdr+l {
+			return 0, "", "", errBadReply
+		}
+		size += hdr + l
+	}
+	return status, rest[1:size], rest[size:], nil
+}
+
+// stateLen reads the length of a framed state at the start of b: the
+// length and the size of its header.
+func stateLen(b string) (n, hdr int, ok bool) {
+	switch {
+	case b == "":
+		return 0, 0, false
+	case b[0] < 255:
+		return int(b[0]), 1, true
+	case len(b) < 5:
+		return 0, 0, false
+	}
+	return int(bigEndian32(b[1:])), 5, true
+}
+
+// bigEndian32 reads a big-endian uint32 at the start of b.
+func bigEndian32(b string) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// decodeNative writes to out the outcome of each check of a call whose
+// part of the reply splitCall returned: the check's algorithm run in Go
+// on the state native.lua found, at the server's now. native.lua
+// reproduces the Go algorithms bit for bit, so these are the outcomes it
+// decided; the status must agree with them (every take and reservation
+// allowed when it is 1, one denied when 0). scratch is a buffer for the
+// states, grown as needed.
+func decodeNative(part string, status int64, now int64, checks []ratelimit.Check, out []ratelimit.Outcome, scratch *[]byte) error {
 	if status == -1 {
-		return -1, 1, nil
+		return nil
 	}
-	if status != 0 && status != 1 {
-		return 0, 0, errBadReply
-	}
-	size = 1
-	for i := range out {
-		if len(rep) < size+1+4*8 {
-			return 0, 0, errBadReply
+	allowed := true
+	for i := range checks {
+		l, hdr, _ := stateLen(part)
+		b := append((*scratch)[:0], part[hdr:hdr+l]...)
+		if cap(b)-l < l+64 {
+			// room after the state for the new one the algorithm writes
+			b = append(make([]byte, 0, 2*l+64), b...)
 		}
-		flags := rep[size]
-		v := rep[size+1:]
-		size += 1 + 4*8
-		var delay time.Duration
-		if flags&replyDelay != 0 {
-			if len(rep) < size+8 {
-				return 0, 0, errBadReply
-			}
-			delay = time.Duration(replyInt(v, 4))
-			size += 8
+		*scratch = b
+		part = part[hdr+l:]
+		var state []byte
+		if l > 0 {
+			state = b
 		}
-		retry := time.Duration(replyInt(v, 1))
-		if retry < 0 {
-			retry = ratelimit.Never
+		c := &checks[i]
+		o, _, err := ratelimit.Evaluate(c.Algorithm, c.Op, state, now, c.Limit, c.Cost, c.MaxWait, b[l:l])
+		if err != nil {
+			return err
 		}
-		out[i] = ratelimit.Outcome{
-			Allowed:    flags&replyAllowed != 0,
-			Changed:    flags&replyChanged != 0,
-			Remaining:  replyInt(v, 0),
-			RetryAfter: retry,
-			ResetAfter: time.Duration(replyInt(v, 2)),
-			TTL:        time.Duration(replyInt(v, 3)),
-			Delay:      delay,
+		out[i] = o
+		if (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && !o.Allowed {
+			allowed = false
 		}
 	}
-	return status, size, nil
+	if allowed != (status == 1) {
+		return fmt.Errorf("%w: redisstore: native.lua's status %d disagrees with the Go algorithms' outcomes", ratelimit.ErrUnknownOutcome, status)
+	}
+	return nil
 }
 
 // debtSpan returns units(arith.MaxDebt(l)) when it is below debtCap.

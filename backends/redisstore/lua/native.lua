@@ -307,24 +307,18 @@ if useG == 1 then
       if sh < 0 then return nil end
       out = pack('>Bi4I4i8', 0x21, sh, sl, f)
     end
-    -- remaining = floor(a*count/period), 0 in debt, at most burst;
-    -- reset = ceil(tau - a)
-    local rq, rr = tq - aq, tr - ar
-    if rr < 0 then rr = rr + count; rq = rq - 1 end
-    local reset = 0
-    if rq >= 0 then
-      reset = rq
-      if rr > 0 then reset = rq + 1 end
+    -- ttl = ceil(tau - a), the time until full (0 for no state); the
+    -- outcome's other values are computed in Go
+    local ttl = 0
+    if state or out ~= state then
+      local rq, rr = tq - aq, tr - ar
+      if rr < 0 then rr = rr + count; rq = rq - 1 end
+      if rq >= 0 then
+        ttl = rq
+        if rr > 0 then ttl = rq + 1 end
+      end
     end
-    local rem = 0
-    if aq >= 0 then
-      rem = muldiv(aq, count, ar, period)
-      if rem == nil or rem > burst then rem = burst end
-    end
-    local ttl = reset
-    if not state and out == state then ttl = 0 end
-    if cost > burst then return false, out, rem, -1, reset, ttl end
-    return allowed, out, rem, wq, reset, ttl
+    return allowed, out, nil, nil, nil, ttl
   end
 
 end
@@ -879,19 +873,6 @@ local function decide(state, nh, nl, args, pos)
   return slidinglog(state, nh, nl, cost, burst, period)
 end
 
--- outcome packs one check's part of the reply: a flags byte (1 allowed,
--- 2 changed, 4 a delay follows), then remaining, retry, reset and ttl, and
--- the delay only when it is not 0.
-local function outcome(ok, changed, rem, retry, reset, ttl, delay, peek)
-  local flags = 0
-  if ok and peek ~= false then flags = 1 end
-  if changed then flags = flags + 2 end
-  if delay ~= nil and delay ~= 0 then
-    return pack('<Bddddd', flags + 4, rem, retry, reset, ttl, delay)
-  end
-  return pack('<Bdddd', flags, rem, retry, reset, ttl)
-end
-
 -- now as (hi, lo): sec*1e9 + ns, lo in 0..2^32-1
 if sec < 0 then
   local t = redis.call('TIME')
@@ -907,31 +888,79 @@ do
   nh, nl = hi + c, lo - c * 4294967296
 end
 
+-- The reply starts with now as two big-endian 32-bit halves (hi, lo).
+-- Each call then adds a status byte (1: every take and reservation
+-- allowed, written; 0: one denied, nothing written; 255: decide it on the
+-- generic path) and, unless 255, for each check the state it found: its
+-- length in one byte (255 then four big-endian bytes for 255 or more;
+-- 0 for none) and its bytes. The store runs the Go algorithm on that state
+-- at now for each check's outcome: the script decides and writes, and
+-- packs no numbers per check.
+local parts = {pack('>i4I4', nh, nl)}
+local m = 1
+local lens = {}
+
+-- found appends the framed state s (false for none) to parts.
+local function found(s)
+  if not s then
+    parts[m + 1] = '\0'
+    m = m + 1
+    return
+  end
+  local n = #s
+  local l = lens[n]
+  if l == nil then
+    if n < 255 then l = string.char(n) else l = pack('>BI4', 255, n) end
+    lens[n] = l
+  end
+  parts[m + 1], parts[m + 2] = l, s
+  m = m + 2
+end
+
+-- write stores state s of key k with ttl: DEL for none or a TTL of 0,
+-- else SET with PX ceil(ttl / 1e6) ms plus the margin. Keys of one rule
+-- often share their PX, so each distinct value is formatted once (Redis
+-- would format a number on every call).
+local pxs = {}
+local function write(k, s, ttl)
+  if s == false or ttl <= 0 then
+    redis.call('DEL', k)
+    return
+  end
+  local ms = muldiv(ttl, 1, 999999, 1000000) + margin
+  local px = pxs[ms]
+  if px == nil then
+    px = string.format('%d', ms)
+    pxs[ms] = px
+  end
+  redis.call('SET', k, s, 'PX', px)
+end
+
+local args = ARGV[2]
+
 -- One call (not a batch): its checks apply all or nothing, each key read
 -- once and written once at the end. The batch code below is not created.
-local args = ARGV[2]
 if #ARGV == 2 then
   local n = #KEYS
   if n == 1 then
     local k = KEYS[1]
     local state = redis.call('GET', k)
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(state, nh, nl, args, 1)
-    if ok == nil then return pack('<b', -1) end
-    if not ok then return pack('<bBdddd', 0, 0, rem, retry, reset, ttl) end
-    local ch = out ~= state
-    if ch then
-      if out == false or ttl <= 0 then
-        redis.call('DEL', k)
-      else
-        -- PX: ceil(ttl / 1e6) ms plus the margin
-        redis.call('SET', k, out, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
-      end
+    local ok, out, _, _, _, ttl = decide(state, nh, nl, args, 1)
+    if ok == nil then return parts[1] .. '\255' end
+    if not ok then
+      parts[2] = '\0'
+    else
+      parts[2] = '\1'
+      if out ~= state then write(k, out, ttl) end
     end
-    return pack('<b', 1) .. outcome(true, ch, rem, retry, reset, ttl, delay, peek)
+    m = 2
+    found(state)
+    return table.concat(parts)
   end
   local cur, last, changed = {}, {}, {}
-  local parts = {}
   local allowed = true
+  parts[2] = '\1'
+  m = 2
   for i = 1, n do
     local k = KEYS[i]
     local s = cur[k]
@@ -939,69 +968,88 @@ if #ARGV == 2 then
       s = redis.call('GET', k)
       cur[k] = s
     end
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, args, 112 * i - 111)
-    if ok == nil then return pack('<b', -1) end
-    local ch = false
+    local ok, out, _, _, _, ttl = decide(s, nh, nl, args, 112 * i - 111)
+    if ok == nil then return parts[1] .. '\255' end
     if ok then
-      if out ~= s then ch = true; changed[k] = true end
+      if out ~= s then changed[k] = true end
       cur[k] = out
     else
       allowed = false
     end
     last[k] = ttl
-    parts[i] = outcome(ok, ch, rem, retry, reset, ttl, delay, peek)
+    found(s)
   end
-  if not allowed then return pack('<b', 0) .. table.concat(parts) end
-  for k, _ in pairs(changed) do
-    local s = cur[k]
-    local ttl = last[k]
-    if s == false or ttl <= 0 then
-      redis.call('DEL', k)
-    else
-      redis.call('SET', k, s, 'PX', muldiv(ttl, 1, 999999, 1000000) + margin)
-    end
+  if not allowed then
+    parts[2] = '\0'
+    return table.concat(parts)
   end
-  return pack('<b', 1) .. table.concat(parts)
+  for k, _ in pairs(changed) do write(k, cur[k], last[k]) end
+  return table.concat(parts)
 end
 
--- A batch of independent calls (the store's coalescer): ARGV[3] holds
--- each call's number of checks as doubles; the calls apply in order, each
--- all or nothing as if sent alone, and the reply is their replies one
--- after another. The calls share the states of their keys: cur[k] is k's
--- state as the calls before left it (false for none), read from Redis on
--- first use, and ttls[k] the TTL to write it with once a call changed it.
--- Writes wait for the end of the invocation, one per changed key: Redis
--- freezes the clock during a script, so a key's PX counts from the same
--- instant as if written at once. (One GET per key rather than an MGET:
--- the least-privilege ACL in docs/redis.md allows GET, SET, DEL and TIME.)
+-- A batch of independent calls (the store's coalescer): ARGV[3] holds two
+-- bytes per call, big-endian: its number of checks, plus 32768 when the
+-- call has one check whose key no other call of the batch names. The
+-- calls apply in order, each all or nothing as if sent alone. A call of
+-- one key of its own is read, decided and written at once. The others
+-- share the states of their keys: cur[k] is k's state as the calls before
+-- left it (false for none), read from Redis on first use, and ttls[k] the
+-- TTL to write it with once a call changed it; those writes wait for the
+-- end of the invocation, one per changed key. Redis freezes the clock
+-- during a script, so a key's PX counts from the same instant either way.
+-- (One GET per key rather than an MGET: the least-privilege ACL in
+-- docs/redis.md allows GET, SET, DEL and TIME.)
 local cur, ttls = {}, {}
 local sizes = ARGV[3]
-local replies = {}
 local base, pos = 0, 1
-for c = 1, #sizes / 8 do
-  local n = unpack('<d', sizes, 8 * c - 7)
-  if n == 1 then
+for c = 1, #sizes, 2 do
+  local hi, lo = string.byte(sizes, c, c + 1)
+  if hi >= 128 then
+    local k = KEYS[base + 1]
+    local s = redis.call('GET', k)
+    local ok, out, _, _, _, ttl = decide(s, nh, nl, args, pos)
+    if ok == nil then
+      parts[m + 1] = '\255'
+      m = m + 1
+    else
+      if not ok then
+        parts[m + 1] = '\0'
+      else
+        parts[m + 1] = '\1'
+        if out ~= s then write(k, out, ttl) end
+      end
+      m = m + 1
+      found(s)
+    end
+    base, pos = base + 1, pos + 112
+  elseif lo == 1 and hi == 0 then
     local k = KEYS[base + 1]
     local s = cur[k]
     if s == nil then
       s = redis.call('GET', k)
       cur[k] = s
     end
-    local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, args, pos)
+    local ok, out, _, _, _, ttl = decide(s, nh, nl, args, pos)
     if ok == nil then
-      replies[c] = pack('<b', -1)
-    elseif not ok then
-      replies[c] = pack('<bBdddd', 0, 0, rem, retry, reset, ttl)
+      parts[m + 1] = '\255'
+      m = m + 1
     else
-      local ch = out ~= s
-      if ch then cur[k], ttls[k] = out, ttl end
-      replies[c] = pack('<b', 1) .. outcome(true, ch, rem, retry, reset, ttl, delay, peek)
+      if not ok then
+        parts[m + 1] = '\0'
+      else
+        parts[m + 1] = '\1'
+        if out ~= s then cur[k], ttls[k] = out, ttl end
+      end
+      m = m + 1
+      found(s)
     end
+    base, pos = base + 1, pos + 112
   else
+    local n = hi * 256 + lo
     -- this call's states over cur: committed only when every check passes
     local mine, last, changed = {}, {}, {}
-    local parts = {}
-    local status = 1
+    local status, at = 1, m + 1
+    m = m + 1
     for i = 1, n do
       local k = KEYS[base + i]
       local s = mine[k]
@@ -1012,48 +1060,31 @@ for c = 1, #sizes / 8 do
           cur[k] = s
         end
       end
-      local ok, out, rem, retry, reset, ttl, delay, peek = decide(s, nh, nl, args, pos + 112 * (i - 1))
+      local ok, out, _, _, _, ttl = decide(s, nh, nl, args, pos + 112 * (i - 1))
       if ok == nil then
         status = -1
         break
       end
-      local ch = false
       if ok then
-        if out ~= s then ch = true; changed[k] = true end
+        if out ~= s then changed[k] = true end
         mine[k] = out
       else
         status = 0
       end
       last[k] = ttl
-      parts[i] = outcome(ok, ch, rem, retry, reset, ttl, delay, peek)
+      found(s)
     end
     if status == -1 then
-      replies[c] = pack('<b', -1)
+      for i = at + 1, m do parts[i] = nil end
+      parts[at], m = '\255', at
+    elseif status == 0 then
+      parts[at] = '\0'
     else
-      if status == 1 then
-        for k, _ in pairs(changed) do cur[k], ttls[k] = mine[k], last[k] end
-      end
-      replies[c] = pack('<b', status) .. table.concat(parts)
+      parts[at] = '\1'
+      for k, _ in pairs(changed) do cur[k], ttls[k] = mine[k], last[k] end
     end
-  end
-  base, pos = base + n, pos + 112 * n
-end
--- Write every changed state: DEL for none or a TTL of 0, else SET with PX
--- ceil(ttl / 1e6) ms plus the margin. Keys of one rule often share their
--- PX, so each distinct value is formatted once.
-local pxs = {}
-for k, ttl in pairs(ttls) do
-  local s = cur[k]
-  if s == false or ttl <= 0 then
-    redis.call('DEL', k)
-  else
-    local ms = muldiv(ttl, 1, 999999, 1000000) + margin
-    local px = pxs[ms]
-    if px == nil then
-      px = string.format('%d', ms)
-      pxs[ms] = px
-    end
-    redis.call('SET', k, s, 'PX', px)
+    base, pos = base + n, pos + 112 * n
   end
 end
-return table.concat(replies)
+for k, ttl in pairs(ttls) do write(k, cur[k], ttl) end
+return table.concat(parts)
