@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -325,7 +327,8 @@ func (s *Store) runBatch(ctx context.Context, batch []*pendingCall) {
 		for _, p := range batch {
 			keys = append(keys, p.keys...)
 		}
-		args = []any{head, batchArgs(batch, n), batchSizes(batch, keys)}
+		checkArgs, index := batchArgs(batch, n)
+		args = []any{head, checkArgs, batchSizes(batch, keys), index}
 	}
 	reply, err := s.run(ctx, nativeScript, keys, args)
 	if err != nil {
@@ -355,15 +358,28 @@ func (s *Store) runBatch(ctx context.Context, batch []*pendingCall) {
 	}
 }
 
-// batchArgs returns the native.lua arguments of every check of batch, n
-// in all, one after another in one string: the script gets one argument
-// for them, not one each, and unpacks each check's where it lies.
-func batchArgs(batch []*pendingCall, n int) string {
-	b := make([]byte, 0, 8*nativeStride*n)
+// batchArgs returns the distinct native.lua arguments of the n checks of
+// batch one after another in one string, and for each check one byte,
+// the index of its argument there: the script gets two arguments for the
+// checks, not one each, and unpacks each distinct one once. A batch of
+// several calls has at most maxBatchChecks checks (takeLocked), so an
+// index fits a byte.
+func batchArgs(batch []*pendingCall, n int) (checkArgs, index string) {
+	const size = 8 * nativeStride
+	distinct := make([]string, 0, 4)
+	idx := make([]byte, 0, n)
 	for _, p := range batch {
-		b = append(b, p.arg...)
+		for a := p.arg; a != ""; a = a[size:] {
+			arg := a[:size]
+			i := slices.Index(distinct, arg)
+			if i < 0 {
+				i = len(distinct)
+				distinct = append(distinct, arg)
+			}
+			idx = append(idx, byte(i))
+		}
 	}
-	return string(b)
+	return strings.Join(distinct, ""), string(idx)
 }
 
 // batchSizes returns native.lua's per-call sizes of batch, whose calls'

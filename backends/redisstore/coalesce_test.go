@@ -265,3 +265,99 @@ func TestCoalescedQueuedCallEndsAtItsDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestCoalescedBatchMatchesSequential queues calls one by one into single
+// batches, so their order is known, and checks every outcome against a
+// memory store given the same calls in that order at the same instant.
+// The calls share a few keys (single calls on a key others name, and
+// composites over keys singles name, some repeating a key), mix takes,
+// reservations, refunds and charges of every algorithm, and include keys
+// of their own: every path of a batch in native.lua, and its sharing of
+// one argument among checks of the same rule and cost.
+func TestCoalescedBatchMatchesSequential(t *testing.T) {
+	srv := startServer(t)
+	clock := &manualClock{ns: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC).UnixNano()}
+	st := clockedStore(t, newClient(t, srv.addr()), clock, randomPrefix(t))
+	mem := clockedMemory(t, clock)
+	r := rand.New(rand.NewPCG(3, 5))
+	algs := catalog.All()
+	type keyPlan struct {
+		key   string
+		alg   ratelimit.Algorithm
+		limit ratelimit.Limit
+	}
+	shared := make([]keyPlan, 6)
+	for i := range shared {
+		alg := algs[i%len(algs)]
+		shared[i] = keyPlan{fmt.Sprintf("shared%d", i), alg, randomLimit(r, alg)}
+	}
+	check := func(kp keyPlan) ratelimit.Check {
+		c := ratelimit.Check{Namespace: "b", Key: kp.key, Algorithm: kp.alg, Limit: kp.limit, Cost: r.Int64N(min(kp.limit.Burst, 3) + 2)}
+		_, reserves := kp.alg.(ratelimit.Reserver)
+		_, charges := kp.alg.(ratelimit.Charger)
+		switch n := r.IntN(8); {
+		case n == 0 && reserves:
+			c.Op, c.MaxWait = ratelimit.OpReserve, time.Duration(r.Int64N(int64(time.Hour)))
+		case n == 1 && reserves:
+			c.Op = ratelimit.OpRefund
+		case n == 2 && charges:
+			c.Op = ratelimit.OpCharge
+		}
+		return c
+	}
+	own, compositesAllowed := 0, 0
+	const batches, calls = 20, 24
+	for b := range batches {
+		plan := make([][]ratelimit.Check, calls)
+		for i := range plan {
+			switch r.IntN(3) {
+			case 0: // a single check on a shared key
+				plan[i] = []ratelimit.Check{check(shared[r.IntN(len(shared))])}
+			case 1: // a key of its own
+				alg := algs[r.IntN(len(algs))]
+				own++
+				plan[i] = []ratelimit.Check{check(keyPlan{fmt.Sprintf("own%d", own), alg, randomLimit(r, alg)})}
+			default: // a composite over shared keys, a key possibly twice
+				for range 2 + r.IntN(3) {
+					plan[i] = append(plan[i], check(shared[r.IntN(len(shared))]))
+				}
+			}
+		}
+		type result struct {
+			ok  bool
+			out []ratelimit.Outcome
+			err error
+		}
+		got := make([]result, calls)
+		st.HoldBatches()
+		var wg sync.WaitGroup
+		for i, checks := range plan {
+			wg.Go(func() {
+				out := make([]ratelimit.Outcome, len(checks))
+				ok, err := st.ApplyAll(t.Context(), checks, out)
+				got[i] = result{ok, out, err}
+			})
+			waitFor(t, func() bool { return st.QueuedCalls() == i+1 })
+		}
+		st.ReleaseBatches()
+		wg.Wait()
+		for i, checks := range plan {
+			out := make([]ratelimit.Outcome, len(checks))
+			ok, err := mem.ApplyAll(t.Context(), checks, out)
+			if ok && len(checks) > 1 {
+				compositesAllowed++
+			}
+			if got[i].err != nil || err != nil {
+				t.Fatalf("batch %d, call %d: errors %v (batched) and %v (memory)", b, i, got[i].err, err)
+			}
+			if got[i].ok != ok || fmt.Sprint(got[i].out) != fmt.Sprint(out) {
+				t.Fatalf("batch %d, call %d, checks %+v:\nbatched %t %+v\nmemory  %t %+v", b, i, checks, got[i].ok, got[i].out, ok, out)
+			}
+		}
+		clock.ns += r.Int64N(int64(time.Minute))
+	}
+	if nb, nc := st.BatchCounts(); nb != batches || nc != batches*calls {
+		t.Fatalf("%d batches of %d calls, want %d of %d", nb, nc, batches, batches*calls)
+	}
+	t.Logf("%d composites allowed", compositesAllowed)
+}

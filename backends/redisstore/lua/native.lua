@@ -849,30 +849,6 @@ if useLog == 1 then
   end
 end
 
--- decide applies to state the check whose fourteen doubles start at byte
--- pos of args.
-local function decide(state, nh, nl, args, pos)
-  local code, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, maxwait = unpack('<dddddddddddddd', args, pos)
-  local op = 0
-  if code > 8 then
-    op = floor(code / 8)
-    code = code - 8 * op
-  end
-  if code == 1 then
-    return gcra(state, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, op, maxwait)
-  end
-  if code == 2 then
-    return tokenbucket(state, nh, nl, cost, burst, count, period, 0x11, dq, op, maxwait)
-  elseif code == 3 then
-    return tokenbucket(state, nh, nl, cost, burst, count, period, 0x31, dq, op, maxwait)
-  elseif code == 4 then
-    return fixedwindow(state, nh, nl, cost, burst, period, tq, op)
-  elseif code == 5 then
-    return slidingwindow(state, nh, nl, cost, burst, period, op)
-  end
-  return slidinglog(state, nh, nl, cost, burst, period)
-end
-
 -- now as (hi, lo): sec*1e9 + ns, lo in 0..2^32-1
 if sec < 0 then
   local t = redis.call('TIME')
@@ -886,6 +862,30 @@ do
   local lo = (m - hi * 65536) * 65536 + (sec - a * 65536) * 1000000000 + ns
   local c = floor(lo / 4294967296)
   nh, nl = hi + c, lo - c * 4294967296
+end
+
+-- decider returns a function that applies to a state the check whose
+-- fourteen doubles start at byte pos of args. In a batch, the checks of
+-- one rule and cost share it: their arguments are unpacked once.
+local function decider(args, pos)
+  local code, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, maxwait = unpack('<dddddddddddddd', args, pos)
+  local op = 0
+  if code > 8 then
+    op = floor(code / 8)
+    code = code - 8 * op
+  end
+  if code == 1 then
+    return function(s) return gcra(s, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, op, maxwait) end
+  elseif code == 2 then
+    return function(s) return tokenbucket(s, nh, nl, cost, burst, count, period, 0x11, dq, op, maxwait) end
+  elseif code == 3 then
+    return function(s) return tokenbucket(s, nh, nl, cost, burst, count, period, 0x31, dq, op, maxwait) end
+  elseif code == 4 then
+    return function(s) return fixedwindow(s, nh, nl, cost, burst, period, tq, op) end
+  elseif code == 5 then
+    return function(s) return slidingwindow(s, nh, nl, cost, burst, period, op) end
+  end
+  return function(s) return slidinglog(s, nh, nl, cost, burst, period) end
 end
 
 -- The reply starts with now as two big-endian 32-bit halves (hi, lo).
@@ -945,7 +945,7 @@ if #ARGV == 2 then
   if n == 1 then
     local k = KEYS[1]
     local state = redis.call('GET', k)
-    local ok, out, _, _, _, ttl = decide(state, nh, nl, args, 1)
+    local ok, out, _, _, _, ttl = decider(args, 1)(state)
     if ok == nil then return parts[1] .. '\255' end
     if not ok then
       parts[2] = '\0'
@@ -968,7 +968,7 @@ if #ARGV == 2 then
       s = redis.call('GET', k)
       cur[k] = s
     end
-    local ok, out, _, _, _, ttl = decide(s, nh, nl, args, 112 * i - 111)
+    local ok, out, _, _, _, ttl = decider(args, 112 * i - 111)(s)
     if ok == nil then return parts[1] .. '\255' end
     if ok then
       if out ~= s then changed[k] = true end
@@ -987,9 +987,11 @@ if #ARGV == 2 then
   return table.concat(parts)
 end
 
--- A batch of independent calls (the store's coalescer): ARGV[3] holds two
--- bytes per call, big-endian: its number of checks, plus 32768 when the
--- call has one check whose key no other call of the batch names. The
+-- A batch of independent calls (the store's coalescer): ARGV[2] holds the
+-- distinct arguments of its checks, ARGV[4] one byte per check, the index
+-- of its argument there from 0, and ARGV[3] two bytes per call,
+-- big-endian: its number of checks, plus 32768 when the call has one
+-- check whose key no other call of the batch names. The
 -- calls apply in order, each all or nothing as if sent alone. A call of
 -- one key of its own is read, decided and written at once. The others
 -- share the states of their keys: cur[k] is k's state as the calls before
@@ -1000,14 +1002,27 @@ end
 -- (One GET per key rather than an MGET: the least-privilege ACL in
 -- docs/redis.md allows GET, SET, DEL and TIME.)
 local cur, ttls = {}, {}
-local sizes = ARGV[3]
-local base, pos = 0, 1
+local sizes, index = ARGV[3], ARGV[4]
+local deciders = {}
+
+-- deciderOf returns the decider of the i-th check of the batch.
+local function deciderOf(i)
+  local j = string.byte(index, i) + 1
+  local d = deciders[j]
+  if d == nil then
+    d = decider(args, 112 * j - 111)
+    deciders[j] = d
+  end
+  return d
+end
+
+local base = 0
 for c = 1, #sizes, 2 do
   local hi, lo = string.byte(sizes, c, c + 1)
   if hi >= 128 then
     local k = KEYS[base + 1]
     local s = redis.call('GET', k)
-    local ok, out, _, _, _, ttl = decide(s, nh, nl, args, pos)
+    local ok, out, _, _, _, ttl = deciderOf(base + 1)(s)
     if ok == nil then
       parts[m + 1] = '\255'
       m = m + 1
@@ -1021,7 +1036,7 @@ for c = 1, #sizes, 2 do
       m = m + 1
       found(s)
     end
-    base, pos = base + 1, pos + 112
+    base = base + 1
   elseif lo == 1 and hi == 0 then
     local k = KEYS[base + 1]
     local s = cur[k]
@@ -1029,7 +1044,7 @@ for c = 1, #sizes, 2 do
       s = redis.call('GET', k)
       cur[k] = s
     end
-    local ok, out, _, _, _, ttl = decide(s, nh, nl, args, pos)
+    local ok, out, _, _, _, ttl = deciderOf(base + 1)(s)
     if ok == nil then
       parts[m + 1] = '\255'
       m = m + 1
@@ -1043,7 +1058,7 @@ for c = 1, #sizes, 2 do
       m = m + 1
       found(s)
     end
-    base, pos = base + 1, pos + 112
+    base = base + 1
   else
     local n = hi * 256 + lo
     -- this call's states over cur: committed only when every check passes
@@ -1060,7 +1075,7 @@ for c = 1, #sizes, 2 do
           cur[k] = s
         end
       end
-      local ok, out, _, _, _, ttl = decide(s, nh, nl, args, pos + 112 * (i - 1))
+      local ok, out, _, _, _, ttl = deciderOf(base + i)(s)
       if ok == nil then
         status = -1
         break
@@ -1083,7 +1098,7 @@ for c = 1, #sizes, 2 do
       parts[at] = '\1'
       for k, _ in pairs(changed) do cur[k], ttls[k] = mine[k], last[k] end
     end
-    base, pos = base + n, pos + 112 * n
+    base = base + n
   end
 end
 for k, ttl in pairs(ttls) do write(k, cur[k], ttl) end
