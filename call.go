@@ -13,9 +13,16 @@ import (
 // caller is what a Limiter and a Composite share: the store, its fast path
 // and the observer.
 type caller struct {
-	store   ratelimit.Store
-	fast    *memstore.Namespace // the memory store's hot path for a Limiter's rule, or nil
-	observe func(ctx context.Context, key string, d Decision, err error)
+	store     ratelimit.Store
+	deadlined ratelimit.DeadlineApplier // the store, when it takes a deadline as a value
+	fast      *memstore.Namespace       // the memory store's hot path for a Limiter's rule, or nil
+	observe   func(ctx context.Context, key string, d Decision, err error)
+}
+
+// newCaller returns the caller of store.
+func newCaller(store ratelimit.Store, observe func(ctx context.Context, key string, d Decision, err error)) caller {
+	d, _ := store.(ratelimit.DeadlineApplier)
+	return caller{store: store, deadlined: d, observe: observe}
 }
 
 // apply applies *c with a deadline of budget (none when 0), writing the
@@ -31,12 +38,22 @@ func (cl *caller) apply(ctx context.Context, budget time.Duration, c *ratelimit.
 		}
 		return err
 	}
-	var out ratelimit.Outcome
-	err := withBudget(ctx, budget, func(sctx context.Context) error {
-		var err error
-		out, err = cl.store.Apply(sctx, *c)
-		return err
-	})
+	var (
+		out ratelimit.Outcome
+		err error
+	)
+	if cl.deadlined != nil {
+		if err := ctx.Err(); err != nil {
+			return notSent(err)
+		}
+		out, err = cl.deadlined.ApplyBefore(ctx, time.Now().Add(budget), *c)
+	} else {
+		err = withBudget(ctx, budget, func(sctx context.Context) error {
+			var err error
+			out, err = cl.store.Apply(sctx, *c)
+			return err
+		})
+	}
 	if err == nil {
 		*o = out
 	}
@@ -47,6 +64,13 @@ func (cl *caller) apply(ctx context.Context, budget time.Duration, c *ratelimit.
 func (cl *caller) applyAll(ctx context.Context, budget time.Duration, checks []ratelimit.Check, out []ratelimit.Outcome) error {
 	if budget <= 0 {
 		_, err := cl.store.ApplyAll(ctx, checks, out)
+		return err
+	}
+	if cl.deadlined != nil {
+		if err := ctx.Err(); err != nil {
+			return notSent(err)
+		}
+		_, err := cl.deadlined.ApplyAllBefore(ctx, time.Now().Add(budget), checks, out)
 		return err
 	}
 	// out is written only by the call withBudget waits for: after a

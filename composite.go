@@ -30,7 +30,7 @@ func NewComposite(rules []Rule, opts ...Option) (*Composite, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newComposite(caller{store: cfg.store, observe: cfg.observe}, rules, nil)
+	return newComposite(newCaller(cfg.store, cfg.observe), rules, nil)
 }
 
 // newComposite compiles rules for cl's store into a new Composite; a rule
@@ -218,7 +218,7 @@ func (c *Composite) WithRules(rules []Rule) (*Composite, error) {
 	for _, r := range *c.rules.Load() {
 		prev[r.Name] = r
 	}
-	return newComposite(caller{store: c.store, observe: c.observe}, rules, prev)
+	return newComposite(newCaller(c.store, c.observe), rules, prev)
 }
 
 // SetRule replaces the rule named rule.Name, as Limiter.SetRule does.

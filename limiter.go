@@ -38,7 +38,7 @@ func New(rule Rule, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{caller: caller{store: cfg.store, observe: cfg.observe}}
+	l := &Limiter{caller: newCaller(cfg.store, cfg.observe)}
 	if mem, ok := cfg.store.(*memstore.Store); ok {
 		l.fast = mem.Namespace(rule.Name)
 	}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,6 +30,9 @@ import (
 // whose context ends while its batch is in flight returns
 // ErrUnknownOutcome at once; a batch without a reply (a lost reply, a
 // timeout) gives every call in it ErrUnknownOutcome, and none is retried.
+// A call's deadline given as a value (ApplyBefore, a Limiter's budget) is
+// its context's deadline: one timer per route watches every queued and
+// sent call's, so no call needs a context and a timer of its own.
 
 const (
 	// maxBatchesInFlight is how many batches of one route may be under
@@ -50,6 +54,12 @@ type batcher struct {
 	mu       sync.Mutex
 	queue    []*pendingCall
 	inFlight int
+	// sent holds the batches in flight, for expire.
+	sent [][]*pendingCall
+	// expiry fires at armedAt (zero when not armed), at or before the
+	// earliest deadline of the calls queued or sent.
+	expiry  *time.Timer
+	armedAt time.Time
 }
 
 // States of a pendingCall.
@@ -57,7 +67,8 @@ const (
 	callQueued int32 = iota
 	callSent
 	callDone
-	callAbandoned
+	callAbandoned // its caller left: it never reads the call again
+	callExpired   // its deadline passed in flight: its caller gets done and leaves
 )
 
 // pendingCall is one native call waiting in a batcher. The sender writes
@@ -67,17 +78,18 @@ const (
 // owns the call again, decodes its outcomes from part and returns it to
 // pendingCalls.
 type pendingCall struct {
-	ctx     context.Context
-	keys    []string
-	arg     string // the checks' native.lua arguments, one after another
-	mask    uint
-	state   atomic.Int32
-	done    chan struct{}
-	status  int64
-	err     error
-	now     int64  // the server's instant
-	part    string // the call's part of the reply (see splitCall)
-	scratch []byte // decodeNative's buffer, kept from call to call
+	ctx      context.Context
+	deadline time.Time // zero when none; ctx may end sooner
+	keys     []string
+	arg      string // the checks' native.lua arguments, one after another
+	mask     uint
+	state    atomic.Int32
+	done     chan struct{}
+	status   int64
+	err      error
+	now      int64  // the server's instant
+	part     string // the call's part of the reply (see splitCall)
+	scratch  []byte // decodeNative's buffer, kept from call to call
 }
 
 // pendingCalls recycles the pendingCalls their callers got back, with
@@ -127,21 +139,26 @@ func (s *Store) batcherFor(keys []string) *batcher {
 
 // applyCoalesced runs a native call through b and decodes its outcome
 // into out, as applyNative does for a call of its own. arg holds the
-// checks' native.lua arguments (a string). It returns the call's status
-// as runNative does.
-func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelimit.Check, keys []string, arg any, mask uint, out []ratelimit.Outcome) (int64, error) {
+// checks' native.lua arguments (a string); deadline, when not zero,
+// bounds the call as its context's deadline would. It returns the call's
+// status as runNative does.
+func (s *Store) applyCoalesced(ctx context.Context, deadline time.Time, b *batcher, checks []ratelimit.Check, keys []string, arg any, mask uint, out []ratelimit.Outcome) (int64, error) {
 	p := pendingCalls.Get().(*pendingCall)
-	p.ctx, p.keys, p.mask = ctx, keys, mask
+	p.ctx, p.deadline, p.keys, p.mask = ctx, deadline, keys, mask
 	p.arg, _ = arg.(string)
 	s.nativeCalls.Add(1)
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
+	b.watchLocked(deadline)
 	batch := b.takeLocked()
 	b.mu.Unlock()
 	if len(batch) == 1 && batch[0] == p {
 		// Alone: send on this goroutine with the caller's own context,
 		// as the plain path does.
-		if next := s.sendBatch(ctx, b, batch); next != nil {
+		sctx, cancel := withDeadline(ctx, deadline)
+		next := s.sendBatch(sctx, b, batch)
+		cancel()
+		if next != nil {
 			go s.sendBatchDetached(b, next)
 		}
 	} else if batch != nil {
@@ -157,6 +174,10 @@ func (s *Store) applyCoalesced(ctx context.Context, b *batcher, checks []ratelim
 			return 0, fmt.Errorf("%w: redisstore: the context ended while the call's batch was in flight: %w", ratelimit.ErrUnknownOutcome, ctx.Err())
 		}
 		<-p.done
+	}
+	if p.state.Load() == callExpired {
+		// The batch may still write the call's fields: leave it.
+		return 0, fmt.Errorf("%w: redisstore: the deadline passed while the call's batch was in flight: %w", ratelimit.ErrUnknownOutcome, context.DeadlineExceeded)
 	}
 	status, err := p.status, p.err
 	if err == nil {
@@ -215,17 +236,23 @@ func (b *batcher) dequeue(p *pendingCall) bool {
 
 // takeLocked returns the next batch when fewer than maxBatchesInFlight
 // are under way, counting it in flight, or nil. Calls whose context has
-// ended are dropped from the queue with ErrUnavailable: nothing of them
-// was sent.
+// ended or whose deadline has passed are dropped from the queue with
+// ErrUnavailable: nothing of them was sent.
 func (b *batcher) takeLocked() []*pendingCall {
 	if b.inFlight >= maxBatchesInFlight || len(b.queue) == 0 {
 		return nil
 	}
-	var batch []*pendingCall
+	var (
+		batch []*pendingCall
+		now   time.Time // read once, for the first call with a deadline
+	)
 	n, checks := 0, 0
 	for ; n < len(b.queue); n++ {
 		p := b.queue[n]
-		if err := p.ctx.Err(); err != nil {
+		if !p.deadline.IsZero() && now.IsZero() {
+			now = time.Now()
+		}
+		if err := p.ended(now); err != nil {
 			p.err = fmt.Errorf("%w: redisstore: the context ended before the call was sent: %w", ratelimit.ErrUnavailable, err)
 			p.finish()
 			continue
@@ -242,8 +269,80 @@ func (b *batcher) takeLocked() []*pendingCall {
 	b.queue = b.queue[:rest]
 	if len(batch) > 0 {
 		b.inFlight++
+		b.sent = append(b.sent, batch)
 	}
 	return batch
+}
+
+// ended returns why p must not wait any longer at now: its context's
+// error, or context.DeadlineExceeded when its deadline is not after now.
+func (p *pendingCall) ended(now time.Time) error {
+	if err := p.ctx.Err(); err != nil {
+		return err
+	}
+	if !p.deadline.IsZero() && !now.Before(p.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// watchLocked makes b's expiry timer fire by deadline (none when zero).
+func (b *batcher) watchLocked(deadline time.Time) {
+	if deadline.IsZero() || !b.armedAt.IsZero() && !deadline.Before(b.armedAt) {
+		return
+	}
+	b.armedAt = deadline
+	if b.expiry == nil {
+		b.expiry = time.AfterFunc(time.Until(deadline), func() { b.expire() })
+		return
+	}
+	b.expiry.Reset(time.Until(deadline))
+}
+
+// expire ends the calls whose deadline has passed: queued ones with
+// ErrUnavailable (never sent), sent ones with ErrUnknownOutcome; their
+// batches go on for the others. It then arms the timer for the earliest
+// deadline left.
+func (b *batcher) expire() {
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var next time.Time
+	earliest := func(d time.Time) {
+		if !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
+	}
+	kept := b.queue[:0]
+	for _, p := range b.queue {
+		if err := p.ended(now); errors.Is(err, context.DeadlineExceeded) && p.ctx.Err() == nil {
+			p.err = fmt.Errorf("%w: redisstore: the deadline passed before the call was sent: %w", ratelimit.ErrUnavailable, err)
+			p.finish()
+			continue
+		}
+		kept = append(kept, p)
+		earliest(p.deadline)
+	}
+	clear(b.queue[len(kept):])
+	b.queue = kept
+	for _, batch := range b.sent {
+		for _, p := range batch {
+			if p.state.Load() != callSent {
+				continue
+			}
+			if !p.deadline.IsZero() && !now.Before(p.deadline) {
+				if p.state.CompareAndSwap(callSent, callExpired) {
+					p.done <- struct{}{}
+				}
+				continue
+			}
+			earliest(p.deadline)
+		}
+	}
+	b.armedAt = next
+	if !next.IsZero() {
+		b.expiry.Reset(next.Sub(now))
+	}
 }
 
 // sendBatchDetached sends batch, then the batches queued meanwhile, on
@@ -266,6 +365,9 @@ func batchContext(batch []*pendingCall) (context.Context, context.CancelFunc) {
 	var latest time.Time
 	for _, p := range batch {
 		d, ok := p.ctx.Deadline()
+		if !p.deadline.IsZero() && (!ok || p.deadline.Before(d)) {
+			d, ok = p.deadline, true
+		}
 		if !ok {
 			return context.Background(), func() {}
 		}
@@ -276,6 +378,15 @@ func batchContext(batch []*pendingCall) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.Background(), latest)
 }
 
+// withDeadline returns ctx ending by deadline too, or ctx itself for a
+// zero deadline.
+func withDeadline(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, deadline)
+}
+
 // sendBatch runs batch as one native.lua call and hands every call its
 // outcome. It returns the next batch of b when calls are waiting, counted
 // in flight, for the caller to send.
@@ -283,6 +394,7 @@ func (s *Store) sendBatch(ctx context.Context, b *batcher, batch []*pendingCall)
 	s.runBatch(ctx, batch)
 	b.mu.Lock()
 	b.inFlight--
+	b.sent = slices.DeleteFunc(b.sent, func(sent []*pendingCall) bool { return &sent[0] == &batch[0] })
 	next = b.takeLocked()
 	b.mu.Unlock()
 	for _, p := range batch {

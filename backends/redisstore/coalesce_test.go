@@ -175,12 +175,33 @@ func TestCoalescedDropsEndedCalls(t *testing.T) {
 	}
 }
 
+// applyWithin applies c bounded by 20 ms: through its context's deadline
+// (ctx) or through ApplyBefore's deadline (value).
+type applyWithin struct {
+	name  string
+	apply func(ctx context.Context, st *redisstore.Store, c ratelimit.Check) error
+}
+
+var deadlineKinds = []applyWithin{
+	{"ctx", func(ctx context.Context, st *redisstore.Store, c ratelimit.Check) error {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		_, err := st.Apply(ctx, c)
+		return err
+	}},
+	{"value", func(ctx context.Context, st *redisstore.Store, c ratelimit.Check) error {
+		_, err := st.ApplyBefore(ctx, time.Now().Add(20*time.Millisecond), c)
+		return err
+	}},
+}
+
 // TestCoalescedQueuedCallEndsAtItsDeadline pauses the server's writes
 // (CLIENT PAUSE WRITE) while calls without a deadline fill every batch
 // slot: calls queued behind them return ErrUnavailable when their own
-// contexts end, while those batches are still in flight, and are never
+// deadlines pass, while those batches are still in flight, and are never
 // sent. A call's deadline bounds its wait in the queue, not the batches
-// ahead of it; with go-redis's autopipeliner under the coalescer too.
+// ahead of it; with go-redis's autopipeliner under the coalescer too, and
+// with the deadline given by the call's context or as a value.
 func TestCoalescedQueuedCallEndsAtItsDeadline(t *testing.T) {
 	srv := startServer(t)
 	admin := newClient(t, srv.addr())
@@ -188,8 +209,18 @@ func TestCoalescedQueuedCallEndsAtItsDeadline(t *testing.T) {
 		{"plain", nil},
 		{"autopipeline", []redisstore.Option{redisstore.WithAutoPipeline(nil)}},
 	} {
-		t.Run("client="+mode.name, func(t *testing.T) {
-			c := newClient(t, srv.addr(), func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
+		for _, within := range deadlineKinds {
+			t.Run("client="+mode.name+"/deadline="+within.name, func(t *testing.T) {
+				testQueuedCallEndsAtItsDeadline(t, admin, srv.addr(), mode, within)
+			})
+		}
+	}
+}
+
+func testQueuedCallEndsAtItsDeadline(t *testing.T, admin *redis.Client, addr string, mode clientMode, within applyWithin) {
+	{
+		{
+			c := newClient(t, addr, func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
 			st, err := redisstore.New(c, append(mode.opts, redisstore.WithPrefix(randomPrefix(t)))...)
 			if err != nil {
 				t.Fatal(err)
@@ -225,11 +256,7 @@ func TestCoalescedQueuedCallEndsAtItsDeadline(t *testing.T) {
 			errs := make([]error, queued)
 			var wg sync.WaitGroup
 			for i := range queued {
-				wg.Go(func() {
-					ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-					defer cancel()
-					_, errs[i] = st.Apply(ctx, check)
-				})
+				wg.Go(func() { errs[i] = within.apply(t.Context(), st, check) })
 			}
 			wg.Wait()
 			heldDone.Range(func(k, v any) bool {
@@ -261,6 +288,77 @@ func TestCoalescedQueuedCallEndsAtItsDeadline(t *testing.T) {
 			}
 			if spent, want := 100-o.Remaining, int64(1+redisstore.MaxBatchesInFlight); spent != want {
 				t.Fatalf("server shows %d spends, want %d (warm-up and holders): a queued call was sent", spent, want)
+			}
+		}
+	}
+}
+
+// TestCoalescedSentCallEndsAtItsDeadline sends one batch of calls while
+// the server's writes are paused, one of them without a deadline so the
+// batch stays in flight: each of the others returns ErrUnknownOutcome
+// when its deadline passes, given by its context or as a value; after
+// the pause the server shows every call applied once.
+func TestCoalescedSentCallEndsAtItsDeadline(t *testing.T) {
+	srv := startServer(t)
+	admin := newClient(t, srv.addr())
+	for _, within := range deadlineKinds {
+		t.Run("deadline="+within.name, func(t *testing.T) {
+			c := newClient(t, srv.addr(), func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
+			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(100), Cost: 1}
+			if _, err := st.Apply(t.Context(), check); err != nil {
+				t.Fatalf("warm-up: %v", err)
+			}
+			const calls = 6
+			errs := make([]error, calls)
+			took := make([]time.Duration, calls)
+			st.HoldBatches()
+			holder := make(chan error, 1)
+			go func() {
+				_, err := st.Apply(t.Context(), check)
+				holder <- err
+			}()
+			waitFor(t, func() bool { return st.QueuedCalls() == 1 })
+			var wg sync.WaitGroup
+			for i := range calls {
+				wg.Go(func() {
+					start := time.Now()
+					errs[i] = within.apply(t.Context(), st, check)
+					took[i] = time.Since(start)
+				})
+			}
+			waitFor(t, func() bool { return st.QueuedCalls() == 1+calls })
+			if err := admin.Do(t.Context(), "client", "pause", 60000, "write").Err(); err != nil {
+				t.Fatal(err)
+			}
+			st.ReleaseBatches()
+			wg.Wait()
+			if n := st.BatchesInFlight(); n != 1 {
+				t.Errorf("%d batches in flight after the calls returned, want their one", n)
+			}
+			if err := admin.Do(t.Context(), "client", "unpause").Err(); err != nil {
+				t.Fatal(err)
+			}
+			for i, err := range errs {
+				if !errors.Is(err, ratelimit.ErrUnknownOutcome) {
+					t.Errorf("call %d: %v after %s, want ErrUnknownOutcome at its deadline", i, err, took[i])
+				}
+			}
+			if err := <-holder; err != nil {
+				t.Errorf("the call without a deadline: %v", err)
+			}
+			peek := check
+			peek.Cost = 0
+			o, err := st.Apply(t.Context(), peek)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spent, want := 100-o.Remaining, int64(2+calls); spent != want {
+				t.Fatalf("server shows %d spends, want %d: each call applied once", spent, want)
 			}
 		})
 	}

@@ -156,20 +156,10 @@ func appendDoubles(b []byte, vs ...int64) []byte {
 	return b
 }
 
-// replyInt returns the i-th little-endian double of a native.lua reply
-// as an integer; the script only packs integers below 2^53.
-func replyInt(rep string, i int) int64 {
-	var u uint64
-	for j := 8*i + 7; j >= 8*i; j-- {
-		u = u<<8 | uint64(rep[j])
-	}
-	return int64(math.Float64frombits(u))
-}
-
 // applyNative runs every check in one native.lua call. When the script
 // meets a state it cannot decide exactly (see native.lua) it writes
 // nothing and the call is decided on the generic path.
-func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys []string, out []ratelimit.Outcome) (bool, error) {
+func (s *Store) applyNative(ctx context.Context, deadline time.Time, checks []ratelimit.Check, keys []string, out []ratelimit.Outcome) (bool, error) {
 	var (
 		mask uint
 		arg  any // the checks' arguments, one after another
@@ -191,11 +181,13 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 		err    error
 	)
 	if b := s.batcherFor(keys); b != nil && !b.startAlone() {
-		status, err = s.applyCoalesced(ctx, b, checks, keys, arg, mask, out)
+		status, err = s.applyCoalesced(ctx, deadline, b, checks, keys, arg, mask, out)
 	} else {
 		// No coalescing, or a batch of this call alone would be sent now:
 		// send it as it is, without the batch's bookkeeping.
-		status, err = s.runNative(ctx, checks, keys, arg, mask, out)
+		dctx, cancel := withDeadline(ctx, deadline)
+		status, err = s.runNative(dctx, checks, keys, arg, mask, out)
+		cancel()
 		if b != nil {
 			s.finishAlone(b)
 		}
@@ -205,6 +197,8 @@ func (s *Store) applyNative(ctx context.Context, checks []ratelimit.Check, keys 
 	}
 	if status == -1 {
 		s.nativeFallbacks.Add(1)
+		ctx, cancel := withDeadline(ctx, deadline)
+		defer cancel()
 		return s.applyGeneric(ctx, checks, keys, out)
 	}
 	return status == 1, nil
@@ -318,12 +312,13 @@ func decodeNative(part string, status int64, now int64, checks []ratelimit.Check
 	allowed := true
 	for i := range checks {
 		l, hdr, _ := stateLen(part)
-		b := append((*scratch)[:0], part[hdr:hdr+l]...)
-		if cap(b)-l < l+64 {
+		b := *scratch
+		if cap(b) < 2*l+64 {
 			// room after the state for the new one the algorithm writes
-			b = append(make([]byte, 0, 2*l+64), b...)
+			b = make([]byte, 0, 2*l+64)
+			*scratch = b
 		}
-		*scratch = b
+		b = append(b[:0], part[hdr:hdr+l]...)
 		part = part[hdr+l:]
 		var state []byte
 		if l > 0 {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -265,6 +266,13 @@ func (s *Store) begin(ctx context.Context) error {
 // no reply: may have been applied), ErrCorruptState, ErrUnsupported,
 // ErrClosed. Denial is not an error.
 func (s *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome, error) {
+	return s.ApplyBefore(ctx, time.Time{}, c)
+}
+
+// ApplyBefore is Apply bounded by deadline as well as by ctx
+// (ratelimit.DeadlineApplier; zero for none): a call the coalescer
+// batches needs no context of its own for it.
+func (s *Store) ApplyBefore(ctx context.Context, deadline time.Time, c ratelimit.Check) (ratelimit.Outcome, error) {
 	if err := s.begin(ctx); err != nil {
 		return ratelimit.Outcome{}, err
 	}
@@ -273,7 +281,7 @@ func (s *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 	}
 	var out [1]ratelimit.Outcome
 	checks := [1]ratelimit.Check{c}
-	if _, err := s.apply(ctx, checks[:], out[:]); err != nil {
+	if _, err := s.apply(ctx, deadline, checks[:], out[:]); err != nil {
 		return ratelimit.Outcome{}, err
 	}
 	return out[0], nil
@@ -286,6 +294,12 @@ func (s *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 // nothing and returns an error wrapping ErrCrossSlot. Other errors
 // are those of Apply.
 func (s *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
+	return s.ApplyAllBefore(ctx, time.Time{}, checks, out)
+}
+
+// ApplyAllBefore is ApplyAll bounded by deadline as well as by ctx (see
+// ApplyBefore).
+func (s *Store) ApplyAllBefore(ctx context.Context, deadline time.Time, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
 	if err := s.begin(ctx); err != nil {
 		return false, err
 	}
@@ -300,19 +314,21 @@ func (s *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 			return false, fmt.Errorf("check %d: %w", i, err)
 		}
 	}
-	return s.apply(ctx, checks, out[:len(checks)])
+	return s.apply(ctx, deadline, checks, out[:len(checks)])
 }
 
 // apply runs validated checks on the native path when it covers all of
-// them, else on the generic path.
-func (s *Store) apply(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
+// them, else on the generic path, by deadline (none when zero).
+func (s *Store) apply(ctx context.Context, deadline time.Time, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
 	keys, err := s.keys(checks)
 	if err != nil {
 		return false, err
 	}
 	if s.cfg.native && nativeCovers(checks) {
-		return s.applyNative(ctx, checks, keys, out)
+		return s.applyNative(ctx, deadline, checks, keys, out)
 	}
+	ctx, cancel := withDeadline(ctx, deadline)
+	defer cancel()
 	return s.applyGeneric(ctx, checks, keys, out)
 }
 

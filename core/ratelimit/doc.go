@@ -31,7 +31,9 @@
 //   - [LimitValidator] (Algorithm): refuse a valid Limit it cannot honour
 //     exactly instead of reinterpreting it;
 //   - [Budgeter] (Store): how long a call may wait for the store before
-//     the rule's failure policy answers (0 for stores without I/O).
+//     the rule's failure policy answers (0 for stores without I/O);
+//   - [DeadlineApplier] (Store): calls bounded by a deadline passed as a
+//     value, enforced by the store without a context per call.
 //
 // Evaluate answers [ErrUnsupported] for an operation whose capability the
 // algorithm lacks.

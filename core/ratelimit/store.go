@@ -101,6 +101,19 @@ type Budgeter interface {
 	DefaultBudget() time.Duration
 }
 
+// DeadlineApplier is an optional Store capability: Apply and ApplyAll
+// bounded by a deadline given as a value, which the store enforces itself
+// instead of through a context of the caller's. A Limiter uses it for a
+// rule's budget, sparing a context and a timer per call; a store that
+// queues calls can watch all their deadlines with one timer. By the
+// deadline, or when ctx ends, the call returns: with an error wrapping
+// ErrUnavailable when nothing was sent, ErrUnknownOutcome when it may have
+// been applied. A zero deadline means none.
+type DeadlineApplier interface {
+	ApplyBefore(ctx context.Context, deadline time.Time, c Check) (Outcome, error)
+	ApplyAllBefore(ctx context.Context, deadline time.Time, checks []Check, out []Outcome) (allowed bool, err error)
+}
+
 // ValidKey reports whether key has an acceptable length (1..MaxKeyLen
 // bytes). Content is never restricted: any byte is data. Stores share it.
 func ValidKey(key string) bool { return len(key) > 0 && len(key) <= MaxKeyLen }
