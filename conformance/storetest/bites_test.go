@@ -118,6 +118,18 @@ func (s limitResetting) Apply(ctx context.Context, c ratelimit.Check) (ratelimit
 	return s.Store.Apply(ctx, c)
 }
 
+// deadlineIgnoring offers ratelimit.DeadlineApplier but ignores the
+// deadline: a call past it is applied anyway.
+type deadlineIgnoring struct{ ratelimit.Store }
+
+func (s deadlineIgnoring) ApplyBefore(ctx context.Context, _ time.Time, c ratelimit.Check) (ratelimit.Outcome, error) {
+	return s.Apply(ctx, c)
+}
+
+func (s deadlineIgnoring) ApplyAllBefore(ctx context.Context, _ time.Time, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
+	return s.ApplyAll(ctx, checks, out)
+}
+
 // TestBrokenStore runs the suite on a deliberately broken store; it only
 // runs as the child process of TestSuiteBites.
 func TestBrokenStore(t *testing.T) {
@@ -135,6 +147,8 @@ func TestBrokenStore(t *testing.T) {
 		}
 	case "composite":
 		h.NewStore = func(t *testing.T) ratelimit.Store { return leakyComposite{shared(t)} }
+	case "deadline":
+		h.NewStore = func(t *testing.T) ratelimit.Store { return deadlineIgnoring{shared(t)} }
 	case "limitreset":
 		mu, limits := new(sync.Mutex), map[string]ratelimit.Limit{}
 		h.NewStore = func(t *testing.T) ratelimit.Store { return limitResetting{Store: shared(t), mu: mu, limits: limits} }
@@ -156,8 +170,9 @@ func TestBrokenStore(t *testing.T) {
 const brokenCallTimeout = 200 * time.Millisecond
 
 // TestSuiteBites proves the suite fails a store that over-admits by one
-// under contention, one that consumes on a denied composite and one that
-// resets a key when its limit changes, with a message naming the fault;
+// under contention, one that consumes on a denied composite, one that
+// resets a key when its limit changes and one that applies calls past
+// the deadline given as a value, with a message naming the fault;
 // and that a store that panics while holding its lock, or blocks for ever
 // in ApplyAll, fails the checks that meet it, in bounded time, while the
 // other checks still run and pass.
@@ -176,6 +191,7 @@ func TestSuiteBites(t *testing.T) {
 	}{
 		{mode: "overadmit", anyOf: []string{"calls allowed on one key of burst 100 from 4 clients, want exactly 100", "is not linearizable"}},
 		{mode: "composite", anyOf: []string{"a denied composite consumed"}},
+		{mode: "deadline", allOf: []string{"ApplyBefore a passed deadline: <nil>", "--- FAIL: TestBrokenStore/Context/DeadlineValue"}},
 		{mode: "limitreset", allOf: []string{"the change gave a fresh burst", "did not carry the key's state over the change"}},
 		{mode: "panic", allOf: []string{
 			"--- PASS: TestBrokenStore/Sequential",

@@ -106,6 +106,41 @@ func (g *guarded) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []
 	return r.ok, err
 }
 
+// deadlineApplier returns the store under test as a
+// ratelimit.DeadlineApplier whose calls run through guard, or nil when it
+// lacks the capability.
+func (g *guarded) deadlineApplier() ratelimit.DeadlineApplier {
+	d, ok := g.st.(ratelimit.DeadlineApplier)
+	if !ok {
+		return nil
+	}
+	return guardedDeadline{g, d}
+}
+
+// guardedDeadline runs a ratelimit.DeadlineApplier's calls through guard.
+type guardedDeadline struct {
+	g *guarded
+	d ratelimit.DeadlineApplier
+}
+
+func (gd guardedDeadline) ApplyBefore(ctx context.Context, deadline time.Time, c ratelimit.Check) (ratelimit.Outcome, error) {
+	return guard(ctx, gd.g, func() string { return "ApplyBefore(" + describe(c) + ")" },
+		func(ctx context.Context) (ratelimit.Outcome, error) { return gd.d.ApplyBefore(ctx, deadline, c) })
+}
+
+func (gd guardedDeadline) ApplyAllBefore(ctx context.Context, deadline time.Time, checks []ratelimit.Check, out []ratelimit.Outcome) (bool, error) {
+	checks = append([]ratelimit.Check(nil), checks...)
+	own := make([]ratelimit.Outcome, len(out))
+	ok, err := guard(ctx, gd.g, func() string {
+		return fmt.Sprintf("ApplyAllBefore(%d checks, the first %s)", len(checks), firstCheck(checks))
+	},
+		func(ctx context.Context) (bool, error) { return gd.d.ApplyAllBefore(ctx, deadline, checks, own) })
+	if err == nil {
+		copy(out, own)
+	}
+	return ok, err
+}
+
 // Reset runs Store.Reset through guard.
 func (g *guarded) Reset(ctx context.Context, namespace, key string) error {
 	_, err := guard(ctx, g, func() string { return fmt.Sprintf("Reset(ns=%s key=%s)", keyfmt.Quote(namespace), keyfmt.Quote(key)) },

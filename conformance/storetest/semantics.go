@@ -366,7 +366,8 @@ func (s *suite) testClose(t *testing.T) {
 
 // testContext checks that a cancelled context or a passed deadline fails
 // every call with an error matching the context's, or a typed store
-// error, and changes nothing.
+// error, and changes nothing; for a ratelimit.DeadlineApplier, that a
+// passed deadline value does the same and a live one decides as usual.
 func (s *suite) testContext(t *testing.T) {
 	r := s.rng()
 	s.startClock()
@@ -401,6 +402,29 @@ func (s *suite) testContext(t *testing.T) {
 			ok("Reset", st.Reset(tc.ctx, c.Namespace, c.Key))
 			if got := s.remaining(t, st, c); got != 4 {
 				t.Errorf("Remaining = %d after calls with a %s context, want 4 (unchanged)", got, tc.name)
+			}
+		})
+	}
+	if d := st.(*guarded).deadlineApplier(); d != nil {
+		t.Run("DeadlineValue", func(t *testing.T) {
+			past := time.Now().Add(-time.Second)
+			if _, err := d.ApplyBefore(t.Context(), past, c); err == nil || !errors.Is(err, context.DeadlineExceeded) && !typedStoreErr(err) {
+				t.Errorf("ApplyBefore a passed deadline: %v, want an error matching %v or ErrUnavailable", err, context.DeadlineExceeded)
+			}
+			if _, err := d.ApplyAllBefore(t.Context(), past, []ratelimit.Check{c, c}, make([]ratelimit.Outcome, 2)); err == nil || !errors.Is(err, context.DeadlineExceeded) && !typedStoreErr(err) {
+				t.Errorf("ApplyAllBefore a passed deadline: %v, want an error matching %v or ErrUnavailable", err, context.DeadlineExceeded)
+			}
+			if got := s.remaining(t, st, c); got != 4 {
+				t.Fatalf("Remaining = %d after calls before a passed deadline, want 4 (unchanged)", got)
+			}
+			o, err := d.ApplyBefore(t.Context(), time.Now().Add(s.callTimeout()), c)
+			if err != nil || !o.Allowed || o.Remaining != 3 {
+				t.Errorf("ApplyBefore a live deadline: %+v, %v, want allowed with 3 remaining", o, err)
+			}
+			out := make([]ratelimit.Outcome, 2)
+			allowed, err := d.ApplyAllBefore(t.Context(), time.Now().Add(s.callTimeout()), []ratelimit.Check{c, c}, out)
+			if err != nil || !allowed || out[1].Remaining != 1 {
+				t.Errorf("ApplyAllBefore a live deadline: %v %+v, %v, want allowed with 1 remaining", allowed, out, err)
 			}
 		})
 	}
