@@ -109,12 +109,18 @@ func (p *timeoutParams) set(l timeoutLimits) {
 	p.idle = appendMillis(b[len(b):], l.idle)
 }
 
-// acquire borrows a connection, giving up early enough to leave the
-// transaction its lock margin.
-func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+// giveUpAt is when a call stops waiting for a connection or for the calls
+// ahead of it on its keys: early enough to leave the transaction its lock
+// margin.
+func (s *Store) giveUpAt(ctx context.Context) time.Time {
 	deadline, _ := ctx.Deadline()
 	lockMargin, _ := s.cfg.margins(time.Until(deadline))
-	actx, cancel := context.WithDeadline(ctx, deadline.Add(-lockMargin-time.Millisecond))
+	return deadline.Add(-lockMargin - time.Millisecond)
+}
+
+// acquire borrows a connection, giving up in time (giveUpAt).
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithDeadline(ctx, s.giveUpAt(ctx))
 	defer cancel()
 	conn, err := s.pool.Acquire(actx)
 	if err != nil {
@@ -144,7 +150,10 @@ func (s *Store) release(ctx context.Context, conn *pgxpool.Conn) {
 // attempt runs the transaction once: the read phase (seed, lock, clock)
 // and the write phase (update, commit), one round trip each, after the
 // preparation of the statements when s has not used the connection yet.
-func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, work []ratelimit.KeyState, idx []int) (bool, error) {
+//
+// lockWaitEnd, when not zero, is when the call's allowance for lock waits
+// (WithMaxLockWait) runs out.
+func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, work []ratelimit.KeyState, idx []int, lockWaitEnd time.Time) (bool, error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return false, err
@@ -156,7 +165,7 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 		return false, err
 	}
 	x := sender{sds: sds, stmts: &s.stmts}
-	now, err := s.readPhase(ctx, conn.Conn().PgConn(), x, keys)
+	now, err := s.readPhase(ctx, conn.Conn().PgConn(), x, keys, lockWaitEnd)
 	if err != nil {
 		if stalePrepared(err) {
 			s.forgetStatements(conn.Conn())
@@ -207,14 +216,14 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 // Nothing here changes limiter state: the transaction can only commit when
 // the write phase sends COMMIT. So every failure of this phase, a lost
 // reply or a client-side timeout included, means "not applied".
-func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState) (int64, error) {
-	now, err := s.lockRows(ctx, pc, x, keys, false)
+func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, lockWaitEnd time.Time) (int64, error) {
+	now, err := s.lockRows(ctx, pc, x, keys, lockWaitEnd, false)
 	if err != nil {
 		return 0, err
 	}
 	for i := range keys {
 		if !keys[i].found {
-			return s.lockRows(ctx, pc, x, keys, true)
+			return s.lockRows(ctx, pc, x, keys, lockWaitEnd, true)
 		}
 	}
 	return now, nil
@@ -228,10 +237,14 @@ var paramsLockWithTimeouts = []int16{1, 1, 0, 0, 0}
 // the transaction the first one opened and the seeds; then BEGIN, the
 // timeouts and the locks. A missing row after seeding was swept in
 // between (errVanished, retried); without seed it is left to readPhase.
-func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, seed bool) (int64, error) {
+func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, lockWaitEnd time.Time, seed bool) (int64, error) {
 	limits, err := s.timeoutLimits(ctx)
 	if err != nil {
 		return 0, err
+	}
+	if !lockWaitEnd.IsZero() {
+		// The row locks get what the wait in the key queue left.
+		limits.lock = min(limits.lock, wholeMillis(time.Until(lockWaitEnd)))
 	}
 	var t timeoutParams
 	t.set(limits)
