@@ -11,8 +11,8 @@ import (
 )
 
 // keySlots is how many slots the calls of one Store queue in, chosen by a
-// hash of the key. Keys that share a slot share its transactions, which
-// costs time, never exactness.
+// hash of the key. Keys that share a slot share its places, which costs
+// time, never exactness.
 const keySlots = 1024
 
 // txnsPerKey is how many transactions one Store sends to the server at a

@@ -63,7 +63,7 @@ type Store struct {
 	table string // quoted, possibly schema-qualified
 	q     queries
 	stmts statements // the decision path, prepared once per connection
-	queue *keyQueue  // one transaction per key at a time from this Store
+	queue *keyQueue  // at most txnsPerKey transactions per key at the server
 
 	closed    atomic.Bool
 	closeOnce sync.Once
