@@ -31,6 +31,9 @@
 //     deadlock), decides in Go at the server's clock read after the locks,
 //     and writes back: two round trips, single key or composite (three
 //     when a row is missing and must be seeded).
+//   - Callers of one key in one process queue in Go, without a
+//     connection: at most two transactions per key are at the server at a
+//     time (WithMaxLockWait bounds the whole wait).
 //   - Keys are arbitrary bytes, always sent as parameters.
 //   - Nothing is applied after the caller gives up: lock_timeout and
 //     statement_timeout are set shorter than the time left before the

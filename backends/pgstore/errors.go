@@ -36,7 +36,7 @@ func classifyRead(err error) error {
 // COMMIT's own result.
 //
 //   - A server error before COMMIT: the server skips the rest of the
-//     pipeline, COMMIT never runs, the transaction rolls back:
+//     batch, COMMIT never runs, the transaction rolls back:
 //     ErrUnavailable.
 //   - A server error on COMMIT of class 40 (except 40003) or 23: the commit
 //     failed and rolled back: ErrUnavailable. Any other error there (a

@@ -90,32 +90,12 @@ func TestFirstUseRaceConcurrentSafe(t *testing.T) {
 	}
 	key := randomName("first-")
 	const callers, burst = 64, 10
-	var allowed, failed atomic.Int64
-	var firstErr atomic.Value
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() {
-			<-start
-			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			defer cancel()
-			o, err := stores[i%len(stores)].Apply(ctx, take(key, burst, 1))
-			switch {
-			case err != nil:
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-			case o.Allowed:
-				allowed.Add(1)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if failed.Load() != 0 {
-		t.Fatalf("%d of %d callers failed, first: %v", failed.Load(), callers, firstErr.Load())
-	}
-	if allowed.Load() != burst {
-		t.Fatalf("%d of %d callers allowed, want exactly %d", allowed.Load(), callers, burst)
+	allowed := admitConcurrently(t, callers, 1, func(ctx context.Context, i int) (bool, error) {
+		o, err := stores[i%len(stores)].Apply(ctx, take(key, burst, 1))
+		return o.Allowed, err
+	})
+	if allowed != burst {
+		t.Fatalf("%d of %d callers allowed, want exactly %d", allowed, callers, burst)
 	}
 	if n := rowCount(t, newPool(t, nil), first, key); n != 1 {
 		t.Fatalf("%d rows for the key, want 1", n)
@@ -130,35 +110,13 @@ func TestCompositeOppositeOrdersConcurrentSafe(t *testing.T) {
 	other := newStoreOn(t, newPool(t, func(c *pgxpool.Config) { c.MaxConns = 16 }), WithTable(s.cfg.table))
 	a, b := randomName("a-"), randomName("b-")
 	const perGroup, calls, burst = 16, 10, 100
-	var allowed, failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for g, checks := range [][]ratelimit.Check{{take(a, burst, 1), take(b, burst, 1)}, {take(b, burst, 1), take(a, burst, 1)}} {
-		st := []*Store{s, other}[g]
-		for range perGroup {
-			wg.Go(func() {
-				out := make([]ratelimit.Outcome, 2)
-				for range calls {
-					ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-					ok, err := st.ApplyAll(ctx, checks, out)
-					cancel()
-					switch {
-					case err != nil:
-						failed.Add(1)
-						firstErr.CompareAndSwap(nil, err)
-					case ok:
-						allowed.Add(1)
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	if failed.Load() != 0 {
-		t.Fatalf("%d composites failed, first: %v", failed.Load(), firstErr.Load())
-	}
-	if allowed.Load() != burst {
-		t.Fatalf("%d of %d composites allowed, want exactly %d", allowed.Load(), 2*perGroup*calls, burst)
+	groups := [][]ratelimit.Check{{take(a, burst, 1), take(b, burst, 1)}, {take(b, burst, 1), take(a, burst, 1)}}
+	allowed := admitConcurrently(t, 2*perGroup, calls, func(ctx context.Context, i int) (bool, error) {
+		out := make([]ratelimit.Outcome, 2)
+		return []*Store{s, other}[i%2].ApplyAll(ctx, groups[i%2], out)
+	})
+	if allowed != burst {
+		t.Fatalf("%d of %d composites allowed, want exactly %d", allowed, 2*perGroup*calls, burst)
 	}
 	if ra, rb := remaining(t, s, a, burst), remaining(t, s, b, burst); ra != 0 || rb != 0 {
 		t.Fatalf("remaining a=%d b=%d, want 0 and 0", ra, rb)

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,4 +148,39 @@ func remaining(t testing.TB, s *Store, key string, burst int64) int64 {
 		t.Fatalf("peek %q: %v", key, err)
 	}
 	return o.Remaining
+}
+
+// admitConcurrently starts callers goroutines at once, each making calls
+// calls of apply (given its caller number and a context with a 20 s
+// deadline), and returns how many calls were allowed. Any error fails t,
+// with the count and the first error.
+func admitConcurrently(t testing.TB, callers, calls int, apply func(ctx context.Context, caller int) (bool, error)) int64 {
+	t.Helper()
+	var allowed, failed atomic.Int64
+	var firstErr atomic.Value
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			for range calls {
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				ok, err := apply(ctx, i)
+				cancel()
+				switch {
+				case err != nil:
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				case ok:
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d calls failed, first: %v", failed.Load(), callers*calls, firstErr.Load())
+	}
+	return allowed.Load()
 }

@@ -162,11 +162,15 @@ func WithTimeoutMargins(lock, statement time.Duration) Option {
 	})
 }
 
-// WithMaxLockWait caps lock_timeout at d whatever the deadline, so that
-// callers queueing behind a hot key give up after d with
-// ratelimit.ErrUnavailable (and the rule's failure policy answers) instead
-// of holding a connection until their deadline. 0, the default, means no
-// cap beyond the deadline; otherwise d must be at least 1ms.
+// WithMaxLockWait caps how long a call waits behind other calls on its
+// keys at d whatever the deadline: in the Store's key queue (at most two
+// transactions per key go to the server at a time), and then on the row
+// locks, whose lock_timeout gets what the queue left of d (PostgreSQL
+// times each lock wait on its own). Callers queueing behind a hot key then
+// give up after about d with ratelimit.ErrUnavailable (and the rule's
+// failure policy answers) instead of waiting until their deadline. 0, the
+// default, means no cap beyond the deadline; otherwise d must be at least
+// 1ms.
 func WithMaxLockWait(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxLockWait = d })
 }

@@ -201,10 +201,10 @@ func pipelineResult[T any](p *pgconn.Pipeline) (T, error) {
 	return r, nil
 }
 
-// sender sends the decision path's statements on a pipeline, prepared by
+// sender appends the decision path's statements to a batch, prepared by
 // name or, when sds is nil, unnamed.
 type sender struct {
-	p     *pgconn.Pipeline
+	b     *pgconn.Batch
 	sds   *[numStmts]*pgconn.StatementDescription
 	stmts *statements
 }
@@ -212,10 +212,10 @@ type sender struct {
 func (x sender) send(id stmtID, params [][]byte, paramFormats, resultFormats []int16) {
 	if x.sds == nil {
 		st := &x.stmts.list[id]
-		x.p.SendQueryParams(st.sql, params, st.oids, paramFormats, resultFormats)
+		x.b.ExecParams(st.sql, params, st.oids, paramFormats, resultFormats)
 		return
 	}
-	x.p.SendQueryStatement(x.sds[id], params, paramFormats, resultFormats)
+	x.b.ExecStatement(x.sds[id], params, paramFormats, resultFormats)
 }
 
 // postgresEpoch is 2000-01-01 00:00:00 UTC in Unix microseconds: binary

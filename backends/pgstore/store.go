@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +63,7 @@ type Store struct {
 	table string // quoted, possibly schema-qualified
 	q     queries
 	stmts statements // the decision path, prepared once per connection
+	queue *keyQueue  // at most txnsPerKey transactions per key at the server
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -104,7 +106,7 @@ func New(pool Pool, opts ...Option) (*Store, error) {
 		ident = pgx.Identifier{cfg.schema, cfg.table}
 	}
 	t := ident.Sanitize()
-	s := &Store{pool: pool, cfg: cfg, table: t}
+	s := &Store{pool: pool, cfg: cfg, table: t, queue: newKeyQueue()}
 	s.q = queries{
 		setTimeouts: "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true), " +
 			"set_config('idle_in_transaction_session_timeout', $3, true)",
@@ -202,9 +204,25 @@ func (s *Store) applyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 	defer cancel()
 
 	keys, idx := plan(checks)
+	giveUp := s.giveUpAt(ctx)
+	var lockWaitEnd time.Time
+	if s.cfg.maxLockWait > 0 {
+		// The cap covers the wait in the key queue and on the row locks.
+		lockWaitEnd = time.Now().Add(s.cfg.maxLockWait)
+		if lockWaitEnd.Before(giveUp) {
+			giveUp = lockWaitEnd
+		}
+	}
+	var slotBuf [4]uint16
+	slots := s.queue.slotsOf(keys, slotBuf[:0])
+	if err := s.queue.enter(ctx, slots, giveUp); err != nil {
+		return false, err
+	}
+	defer s.queue.leave(slots)
+
 	work := make([]ratelimit.KeyState, len(keys))
 	for attempt := 1; ; attempt++ {
-		allowed, err := s.attempt(ctx, checks, out, keys, work, idx)
+		allowed, err := s.attempt(ctx, checks, out, keys, work, idx, lockWaitEnd)
 		if err == nil || attempt == maxAttempts || !retryable(err) || ctx.Err() != nil {
 			return allowed, err
 		}

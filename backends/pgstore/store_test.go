@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -435,26 +434,12 @@ func TestReadCommittedWhateverTheDefault(t *testing.T) {
 	})
 	s := newStoreOn(t, pool, WithTable(randomName("t_")))
 	key := randomName("ser-")
-	var wg sync.WaitGroup
-	var allowed, failed atomic.Int64
-	var firstErr atomic.Value
 	const callers, calls = 16, 8
-	for range callers {
-		wg.Go(func() {
-			for range calls {
-				o, err := s.Apply(t.Context(), take(key, 1000, 1))
-				switch {
-				case err != nil:
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				case o.Allowed:
-					allowed.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if failed.Load() != 0 || allowed.Load() != callers*calls {
-		t.Fatalf("%d allowed, %d failed (first: %v); want %d and 0", allowed.Load(), failed.Load(), firstErr.Load(), callers*calls)
+	allowed := admitConcurrently(t, callers, calls, func(ctx context.Context, _ int) (bool, error) {
+		o, err := s.Apply(ctx, take(key, 1000, 1))
+		return o.Allowed, err
+	})
+	if allowed != callers*calls {
+		t.Fatalf("%d allowed, want %d", allowed, callers*calls)
 	}
 }

@@ -109,12 +109,18 @@ func (p *timeoutParams) set(l timeoutLimits) {
 	p.idle = appendMillis(b[len(b):], l.idle)
 }
 
-// acquire borrows a connection, giving up early enough to leave the
-// transaction its lock margin.
-func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+// giveUpAt is when a call stops waiting for a connection or for the calls
+// ahead of it on its keys: early enough to leave the transaction its lock
+// margin.
+func (s *Store) giveUpAt(ctx context.Context) time.Time {
 	deadline, _ := ctx.Deadline()
 	lockMargin, _ := s.cfg.margins(time.Until(deadline))
-	actx, cancel := context.WithDeadline(ctx, deadline.Add(-lockMargin-time.Millisecond))
+	return deadline.Add(-lockMargin - time.Millisecond)
+}
+
+// acquire borrows a connection, giving up in time (giveUpAt).
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithDeadline(ctx, s.giveUpAt(ctx))
 	defer cancel()
 	conn, err := s.pool.Acquire(actx)
 	if err != nil {
@@ -144,7 +150,10 @@ func (s *Store) release(ctx context.Context, conn *pgxpool.Conn) {
 // attempt runs the transaction once: the read phase (seed, lock, clock)
 // and the write phase (update, commit), one round trip each, after the
 // preparation of the statements when s has not used the connection yet.
-func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, work []ratelimit.KeyState, idx []int) (bool, error) {
+//
+// lockWaitEnd, when not zero, is when the call's allowance for lock waits
+// (WithMaxLockWait) runs out.
+func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []ratelimit.Outcome, keys []keyState, work []ratelimit.KeyState, idx []int, lockWaitEnd time.Time) (bool, error) {
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return false, err
@@ -156,7 +165,7 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 		return false, err
 	}
 	x := sender{sds: sds, stmts: &s.stmts}
-	now, err := s.readPhase(ctx, conn.Conn().PgConn(), x, keys)
+	now, err := s.readPhase(ctx, conn.Conn().PgConn(), x, keys, lockWaitEnd)
 	if err != nil {
 		if stalePrepared(err) {
 			s.forgetStatements(conn.Conn())
@@ -207,14 +216,14 @@ func (s *Store) attempt(ctx context.Context, checks []ratelimit.Check, out []rat
 // Nothing here changes limiter state: the transaction can only commit when
 // the write phase sends COMMIT. So every failure of this phase, a lost
 // reply or a client-side timeout included, means "not applied".
-func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState) (int64, error) {
-	now, err := s.lockRows(ctx, pc, x, keys, false)
+func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, lockWaitEnd time.Time) (int64, error) {
+	now, err := s.lockRows(ctx, pc, x, keys, lockWaitEnd, false)
 	if err != nil {
 		return 0, err
 	}
 	for i := range keys {
 		if !keys[i].found {
-			return s.lockRows(ctx, pc, x, keys, true)
+			return s.lockRows(ctx, pc, x, keys, lockWaitEnd, true)
 		}
 	}
 	return now, nil
@@ -224,18 +233,23 @@ func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys
 // stmtLockWithTimeouts: the key in binary, the timeouts in text.
 var paramsLockWithTimeouts = []int16{1, 1, 0, 0, 0}
 
-// lockRows sends one round trip of readPhase: with seed, the rollback of
+// lockRows sends one round trip of readPhase, one pgconn batch: with seed, the rollback of
 // the transaction the first one opened and the seeds; then BEGIN, the
 // timeouts and the locks. A missing row after seeding was swept in
 // between (errVanished, retried); without seed it is left to readPhase.
-func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, seed bool) (int64, error) {
+func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, lockWaitEnd time.Time, seed bool) (int64, error) {
 	limits, err := s.timeoutLimits(ctx)
 	if err != nil {
 		return 0, err
 	}
+	if !lockWaitEnd.IsZero() {
+		// The row locks get what the wait in the key queue left.
+		limits.lock = min(limits.lock, wholeMillis(time.Until(lockWaitEnd)))
+	}
 	var t timeoutParams
 	t.set(limits)
-	x.p = pc.StartPipeline(ctx)
+	var b pgconn.Batch
+	x.b = &b
 	var params [5][]byte
 	results := 1
 	if seed {
@@ -262,29 +276,26 @@ func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys 
 		}
 		x.send(stmtLock, params[:2], allBinary, allBinary)
 	}
-	if err := x.p.Sync(); err != nil {
-		_ = x.p.Close() // the error is the one Sync returned
-		return 0, classifyRead(err)
-	}
 
+	// The results come in the order sent: the statements before the
+	// locks, then one per lock.
+	want := results + len(keys)
+	mrr := pc.ExecBatch(ctx, &b)
 	var now int64
-	err = func() error {
-		for range results {
-			if err := discardResult(x.p); err != nil {
-				return err
-			}
+	n := 0
+	for ; err == nil && mrr.NextResult(); n++ {
+		switch rr := mrr.ResultReader(); {
+		case n < results:
+			_, err = rr.Close()
+		case n < want:
+			now, err = readLocked(rr, &keys[n-results])
 		}
-		for i := range keys {
-			var err error
-			if now, err = readLocked(x.p, &keys[i]); err != nil {
-				return err
-			}
-		}
-		_, err := pipelineResult[*pgconn.PipelineSync](x.p)
-		return err
-	}()
-	if cerr := x.p.Close(); err == nil {
+	}
+	if cerr := mrr.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && n != want {
+		err = fmt.Errorf("pgstore: read phase: %d results, want %d", n, want)
 	}
 	if err != nil {
 		return 0, classifyRead(err)
@@ -299,27 +310,13 @@ func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys 
 	return now, nil
 }
 
-// discardResult reads the next result of p, a statement that returns no
-// row the store needs, and reports its error.
-func discardResult(p *pgconn.Pipeline) error {
-	rr, err := pipelineResult[*pgconn.ResultReader](p)
-	if err != nil {
-		return err
-	}
-	_, err = rr.Close()
-	return err
-}
-
-// readLocked reads the result of k's lock statement into k (k.found is
-// false when the row is missing) and returns the clock it read, in Unix
-// nanoseconds (0 when the row is missing).
-func readLocked(p *pgconn.Pipeline, k *keyState) (int64, error) {
-	rr, err := pipelineResult[*pgconn.ResultReader](p)
-	if err != nil {
-		return 0, err
-	}
+// readLocked reads rr, the result of k's lock statement, into k (k.found
+// is false when the row is missing) and returns the clock it read, in
+// Unix nanoseconds (0 when the row is missing).
+func readLocked(rr *pgconn.ResultReader, k *keyState) (int64, error) {
 	k.found = false
 	var now int64
+	var err error
 	if rr.NextRow() {
 		now, err = k.scanLocked(rr.Values())
 	}
@@ -393,18 +390,21 @@ func anyChanged(work []ratelimit.KeyState) bool {
 	return false
 }
 
-// writePhase sends, in one round trip, one UPDATE per changed key and
-// COMMIT. It runs under the read phase's SET LOCAL timeouts: its UPDATEs
-// never wait for a lock (the rows are held), and once it is sent, a
-// failure the client sees before the reply is ErrUnknownOutcome whatever
-// the server's timeouts, so refreshing statement_timeout here would cost a
-// statement and change no outcome. It is refused, with nothing sent, when
-// less than the lock margin is left.
+// writePhase sends, in one round trip (a pgconn batch), one UPDATE per
+// changed key and COMMIT. It runs under the read phase's SET LOCAL
+// timeouts: its UPDATEs never wait for a lock (the rows are held), and
+// once it is sent, a failure the client sees before the reply is
+// ErrUnknownOutcome whatever the server's timeouts, so refreshing
+// statement_timeout here would cost a statement and change no outcome. A
+// batch that pgx failed to write counts as sent, since pgx does not say
+// whether part of it left. It is refused, with nothing sent, when less
+// than the lock margin is left.
 func (s *Store) writePhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, work []ratelimit.KeyState, checks []ratelimit.Check, out []ratelimit.Outcome, now int64) error {
 	if _, err := s.timeoutLimits(ctx); err != nil {
 		return err // nothing sent: the open transaction is rolled back
 	}
-	x.p = pc.StartPipeline(ctx)
+	var b pgconn.Batch
+	x.b = &b
 	var params [5][]byte
 	var expBuf [8]byte
 	sent := 0
@@ -426,30 +426,24 @@ func (s *Store) writePhase(ctx context.Context, pc *pgconn.PgConn, x sender, key
 		sent++
 	}
 	x.send(stmtCommit, nil, nil, nil)
-	commitAt := sent
-	if err := x.p.Sync(); err != nil {
-		_ = x.p.Close() // the error is the one Sync returned
-		return classifyWrite("write phase", err, false)
-	}
 
-	failedAt := -1
-	err := func() error {
-		for i := range sent + 1 {
-			if err := discardResult(x.p); err != nil {
-				failedAt = i
-				return err
-			}
+	// The results come in order and a server error ends them, so the
+	// number read in full says which statement failed: COMMIT's is the
+	// last, and an error after it (its ReadyForQuery lost) is judged as
+	// one on COMMIT, which may have happened.
+	mrr := pc.ExecBatch(ctx, &b)
+	n := 0
+	var err error
+	for ; mrr.NextResult(); n++ {
+		if _, err = mrr.ResultReader().Close(); err != nil {
+			break
 		}
-		_, err := pipelineResult[*pgconn.PipelineSync](x.p)
-		return err
-	}()
-	if cerr := x.p.Close(); err == nil && cerr != nil {
+	}
+	if cerr := mrr.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		// An error after COMMIT's own result (its ReadyForQuery lost) is
-		// judged as one on COMMIT: the commit may have happened.
-		return classifyWrite("write phase", err, failedAt == commitAt || failedAt < 0)
+		return classifyWrite("write phase", err, n >= sent)
 	}
 	return nil
 }
