@@ -20,6 +20,22 @@ func TestEntryIsOneCacheLine(t *testing.T) {
 	}
 }
 
+// TestShardLayout pins what every call writes to a shard's first cache
+// line, and shards to whole lines from a line's start.
+func TestShardLayout(t *testing.T) {
+	var sh memShard
+	if n := unsafe.Offsetof(sh.dir); n != 64 {
+		t.Fatalf("memShard.dir at %d: mu, last and outcome are not one cache line", n)
+	}
+	if n := unsafe.Sizeof(sh); n%64 != 0 {
+		t.Fatalf("memShard is %d bytes, not whole cache lines", n)
+	}
+	sp := testStore.space("layout", true)
+	if at := uintptr(unsafe.Pointer(&sp.shards[0])) % 64; at != 0 {
+		t.Fatalf("a namespace's shards start %d bytes into a cache line", at)
+	}
+}
+
 // model is a shard's content as a plain map, for differential tests.
 type model map[string]modelEntry
 

@@ -33,8 +33,10 @@ const (
 	longKey   = 0xff
 )
 
-// memShards is the number of lock shards per namespace.
-const memShards = 64
+// memShards is the number of lock shards per namespace: enough that the
+// shards are one allocation over 32 KB, which Go aligns to a page, so that
+// each starts on a cache line (see memShard).
+const memShards = 128
 
 // A table grows when it would hold more than maxLoadNum/maxLoadDen of its
 // slots, by growNum/growDen. Each slot is a 64-byte entry, so the load
@@ -89,8 +91,18 @@ type memSpace struct {
 // from its home slot than an entry it passed, so a lookup stops at the
 // first entry nearer its own home, and deleting shifts the following
 // entries back instead of leaving a tombstone.
+//
+// A shard is five cache lines and starts on a line (see memShards). The
+// first line holds what every call writes, mu, last and outcome, so that
+// a hot key's calls on two cores pass that line and the entry's between
+// them, not four.
 type memShard struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	// last is the latest instant decided under mu (see Take).
+	last int64
+	// outcome is the outcome of a Take, written under mu.
+	outcome ratelimit.Outcome
+
 	dir   []tableRef
 	mask  uint32 // len(dir)-1
 	depth uint8  // len(dir) is 1<<depth
@@ -104,13 +116,9 @@ type memShard struct {
 	bigFree  []uint32
 	in       []byte // scratch: current state
 	out      []byte // scratch: new state
-	// last is the latest instant decided under mu (see Take).
-	last int64
-	// scratch holds a new key's state before it has an entry, and
-	// outcome the outcome of a Take.
+	// scratch holds a new key's state before it has an entry.
 	scratch [inlineState]byte
-	outcome ratelimit.Outcome
-	_       [64]byte
+	_       [41]byte // to a whole number of cache lines
 }
 
 // tableRef is a directory slot: the table's slots, read by every lookup,
