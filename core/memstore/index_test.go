@@ -77,15 +77,15 @@ func checkShard(t testing.TB, sh *memShard, want model, keys []string) {
 	}
 	for _, k := range keys {
 		w, live := want[k]
-		i, ok := sh.find(k, keyAt(k, hashOf(want, k)))
-		if ok != live {
+		i, e := sh.find(k, keyAt(k, hashOf(want, k)))
+		if ok := e != nil; ok != live {
 			t.Fatalf("%q found %v, want %v", k, ok, live)
 		}
 		if !live {
 			continue
 		}
-		got := sh.loadSlot(w.h, i, true, math.MinInt64, nil)
-		if e := &sh.table(w.h).slots[i]; e.expires != w.expires || !bytes.Equal(got, w.state) {
+		got := sh.loadEntry(e, math.MinInt64, nil)
+		if e != &sh.table(w.h).slots[i] || e.expires != w.expires || !bytes.Equal(got, w.state) {
 			t.Fatalf("%q: expires %d state %x, want %d %x", k, e.expires, got, w.expires, w.state)
 		}
 	}
@@ -176,7 +176,7 @@ func runTable(t testing.TB, r *rand.Rand, ops, nkeys, maxTTL, checkEvery int) *m
 				want[k] = modelEntry{h: h, expires: now + ttl, state: state}
 			}
 		case op < 8: // reset
-			if i, ok := sh.find(k, keyAt(k, h)); ok {
+			if i, e := sh.find(k, keyAt(k, h)); e != nil {
 				sh.remove(h, i)
 			}
 			delete(want, k)
@@ -184,7 +184,7 @@ func runTable(t testing.TB, r *rand.Rand, ops, nkeys, maxTTL, checkEvery int) *m
 			now += int64(r.IntN(30))
 			sh.sweep(h, now)
 			for k, w := range want {
-				if _, ok := sh.find(k, keyAt(k, w.h)); !ok {
+				if _, e := sh.find(k, keyAt(k, w.h)); e == nil {
 					if w.expires > now {
 						t.Fatalf("sweep at %d dropped %q, which expires at %d", now, k, w.expires)
 					}
@@ -267,7 +267,7 @@ func TestIndexCollisions(t *testing.T) {
 		hashes[k] = h
 	}
 	for i, k := range keys {
-		if _, ok := sh.find(k, keyAt(k, h)); ok {
+		if _, e := sh.find(k, keyAt(k, h)); e != nil {
 			t.Fatalf("%q found before insert", k)
 		}
 		state := []byte{byte(i)}

@@ -331,26 +331,27 @@ func (sh *memShard) init() {
 // table returns the directory slot of hash h.
 func (sh *memShard) table(h uint64) *tableRef { return &sh.dir[uint32(h>>32)&sh.mask] }
 
-// find returns the slot of key, whose hash is k, in its table.
-func (sh *memShard) find(key string, k keyHash) (int, bool) {
+// find returns the entry of key, whose hash is k, and its slot in its
+// table; e is nil when the table does not hold key.
+func (sh *memShard) find(key string, k keyHash) (i int, e *memEntry) {
 	slots := sh.table(k.h).slots
 	n := len(slots)
 	if n == 0 {
-		return 0, false
+		return 0, nil
 	}
 	tag := uint32(k.h >> 32)
-	i := home(tag, n)
+	i = home(tag, n)
 	for d := 0; ; d++ {
 		e := &slots[i]
 		if e.klen == 0 {
-			return 0, false
+			return 0, nil
 		}
 		if e.tag == tag && sh.is(e, key, k) {
-			return i, true
+			return i, e
 		}
 		if dist(e, i, n) < d {
 			// key would have displaced e: it is not in the table.
-			return 0, false
+			return 0, nil
 		}
 		if i++; i == n {
 			i = 0
@@ -450,8 +451,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		return fmt.Errorf("ratelimit: memory store: %w", err)
 	}
 	if !ratelimit.ValidKey(key) || cost < 0 || cost > ratelimit.MaxCost {
-		c := ratelimit.Check{Key: key, Cost: cost}
-		return c.ValidateRequest()
+		return invalid(key, cost)
 	}
 	sp := n.sp.Load()
 	if sp == nil {
@@ -476,27 +476,20 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		now = m.clock.Now()
 	}
 	sh.last = now
-	slot, found := sh.find(key, k)
-	var (
-		e     *memEntry
-		state []byte
-	)
-	if found {
-		e = &sh.table(k.h).slots[slot]
+	slot, e := sh.find(key, k)
+	state := sh.scratch[:0]
+	if e != nil {
 		switch {
 		case e.n == bigState:
 			// Another algorithm's state, shared under this namespace: the
 			// generic path reads it (and reports it corrupt).
 			sh.mu.Unlock()
-			c := ratelimit.Check{Namespace: n.name, Key: key, Algorithm: p.alg, Limit: p.limit, Cost: cost}
-			return m.apply(sp, &c, o)
+			return n.apply(sp, p, key, cost, o)
 		case e.expires > now:
 			state = e.state[:e.n]
 		default:
 			state = e.state[:0]
 		}
-	} else {
-		state = sh.scratch[:0]
 	}
 	// The outcome goes through the shard, under its lock: a pointer
 	// passed to a function value escapes, and *o would cost an allocation.
@@ -505,7 +498,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 	changed := res.Changed
 	if err == nil && changed {
 		switch {
-		case !found:
+		case e == nil:
 			sh.storeSlot(key, k, 0, false, now, m.cutoff(now), res.TTL, state[:size])
 		case res.TTL <= 0 || size == 0:
 			sh.remove(k.h, slot)
@@ -524,6 +517,19 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		return fmt.Errorf("key %s: %w", keyfmt.Quote(key), err)
 	}
 	return nil
+}
+
+// invalid returns the error of a take of cost units on key that
+// Check.ValidateRequest refuses.
+func invalid(key string, cost int64) error {
+	c := ratelimit.Check{Key: key, Cost: cost}
+	return c.ValidateRequest()
+}
+
+// apply is Take on the generic path, through Store.apply.
+func (n *Namespace) apply(sp *memSpace, p *Prepared, key string, cost int64, o *ratelimit.Outcome) error {
+	c := ratelimit.Check{Namespace: n.name, Key: key, Algorithm: p.alg, Limit: p.limit, Cost: cost}
+	return n.m.apply(sp, &c, o)
 }
 
 // DefaultBudget returns 0: the store decides in process and never waits on
@@ -554,8 +560,8 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	sh.mu.Lock()
 	now := m.now()
 	sh.last = now // see Take
-	slot, found := sh.find(c.Key, k)
-	sh.in = sh.loadSlot(k.h, slot, found, now, sh.in[:0])
+	slot, e := sh.find(c.Key, k)
+	sh.in = sh.loadEntry(e, now, sh.in[:0])
 	var (
 		o   ratelimit.Outcome
 		out []byte
@@ -568,7 +574,7 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	}
 	sh.out = out[:0]
 	if err == nil && o.Changed {
-		sh.storeSlot(c.Key, k, slot, found, now, m.cutoff(now), o.TTL, out)
+		sh.storeSlot(c.Key, k, slot, e != nil, now, m.cutoff(now), o.TTL, out)
 	}
 	sh.mu.Unlock()
 	if err != nil {
@@ -580,18 +586,13 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 
 // load appends the live state of key, whose hash is k, to dst.
 func (sh *memShard) load(key string, k keyHash, now int64, dst []byte) []byte {
-	i, ok := sh.find(key, k)
-	return sh.loadSlot(k.h, i, ok, now, dst)
+	_, e := sh.find(key, k)
+	return sh.loadEntry(e, now, dst)
 }
 
-// loadSlot appends the live state in slot i, if found, of hash h's table
-// to dst.
-func (sh *memShard) loadSlot(h uint64, i int, found bool, now int64, dst []byte) []byte {
-	if !found {
-		return dst
-	}
-	e := &sh.table(h).slots[i]
-	if e.expires <= now {
+// loadEntry appends the live state of entry e, if not nil, to dst.
+func (sh *memShard) loadEntry(e *memEntry, now int64, dst []byte) []byte {
+	if e == nil || e.expires <= now {
 		return dst
 	}
 	if e.n == bigState {
@@ -612,8 +613,8 @@ func (m *Store) cutoff(now int64) int64 {
 // store records the new state of key, whose hash is k, or drops it when
 // its TTL is over. Inserts reclaim entries that expired before cutoff.
 func (sh *memShard) store(key string, k keyHash, now, cutoff int64, ttl time.Duration, state []byte) {
-	i, exists := sh.find(key, k)
-	sh.storeSlot(key, k, i, exists, now, cutoff, ttl, state)
+	i, e := sh.find(key, k)
+	sh.storeSlot(key, k, i, e != nil, now, cutoff, ttl, state)
 }
 
 // storeSlot is store for a key already looked up: slot i if exists.
@@ -944,7 +945,7 @@ func (m *Store) Reset(ctx context.Context, namespace, key string) error {
 	}
 	sh, k := m.shard(sp, key)
 	sh.mu.Lock()
-	if i, ok := sh.find(key, k); ok {
+	if i, e := sh.find(key, k); e != nil {
 		sh.remove(k.h, i)
 	}
 	sh.mu.Unlock()
