@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/decision"
 	"github.com/sluicehq/sluice/internal/keyfmt"
 	"github.com/sluicehq/sluice/internal/lockorder"
 )
@@ -440,9 +441,13 @@ func Prepare(alg ratelimit.Algorithm, limit ratelimit.Limit) *Prepared {
 }
 
 // Take is Apply for an OpTake check of cost units on key under p's
-// algorithm and limit, writing the outcome to *o; *o is undefined on
-// error. It checks the key and the cost, not p: see Prepare.
-func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int64, o *ratelimit.Outcome) error {
+// algorithm and limit, for package sluice: it writes the outcome's
+// Allowed, Remaining, RetryAfter and ResetAfter to d, a caller's
+// sluice.Decision converted, before it releases the shard's lock, so that
+// the caller's later copies of the decision read stores already made; the
+// other fields are the caller's. They are undefined on error. It checks
+// the key and the cost, not p: see Prepare.
+func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int64, d *decision.Fields) error {
 	m := n.m
 	if m.closed.Load() {
 		return ratelimit.ErrClosed
@@ -484,7 +489,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 			// Another algorithm's state, shared under this namespace: the
 			// generic path reads it (and reports it corrupt).
 			sh.mu.Unlock()
-			return n.apply(sp, p, key, cost, o)
+			return n.apply(sp, p, key, cost, d)
 		case e.expires > now:
 			state = e.state[:e.n]
 		default:
@@ -507,11 +512,8 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 			e.expires = saturatingAdd(now, int64(res.TTL))
 		}
 	}
-	// Field by field, for the reason gcra's decide gives; and Changed
-	// from the register, since a copy of both bools is one 16-bit load,
-	// which stalls on the two byte stores that wrote them.
-	o.Allowed, o.Changed, o.Remaining = res.Allowed, changed, res.Remaining
-	o.RetryAfter, o.ResetAfter, o.Delay, o.TTL = res.RetryAfter, res.ResetAfter, res.Delay, res.TTL
+	// Field by field, for the reason gcra's decide gives.
+	d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter
 	sh.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("key %s: %w", keyfmt.Quote(key), err)
@@ -527,9 +529,14 @@ func invalid(key string, cost int64) error {
 }
 
 // apply is Take on the generic path, through Store.apply.
-func (n *Namespace) apply(sp *memSpace, p *Prepared, key string, cost int64, o *ratelimit.Outcome) error {
+func (n *Namespace) apply(sp *memSpace, p *Prepared, key string, cost int64, d *decision.Fields) error {
 	c := ratelimit.Check{Namespace: n.name, Key: key, Algorithm: p.alg, Limit: p.limit, Cost: cost}
-	return n.m.apply(sp, &c, o)
+	var o ratelimit.Outcome
+	if err := n.m.apply(sp, &c, &o); err != nil {
+		return err
+	}
+	d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = o.Allowed, o.Remaining, o.RetryAfter, o.ResetAfter
+	return nil
 }
 
 // DefaultBudget returns 0: the store decides in process and never waits on
