@@ -144,11 +144,11 @@ type table struct {
 // the collector never scans a table.
 type memEntry struct {
 	expires int64
-	// key is a short key's words (see keyWords), or in key[0] a long
+	// key is a short key's words (see Store.hash), or in key[0] a long
 	// key's index in its shard's longs.
 	key [2]uint64
 	// tag is the high half of the key's hash: it places the entry (see
-	// home) and rejects most other keys before their bytes are compared.
+	// home) and rejects most other keys before their words are compared.
 	tag   uint32
 	n     uint8 // state length, or bigState
 	klen  uint8 // key length, or longKey; 0 marks an empty slot
@@ -497,7 +497,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		}
 	}
 	// The outcome goes through the shard, under its lock: a pointer
-	// passed to a function value escapes, and *o would cost an allocation.
+	// passed to a function value escapes, and *d would cost an allocation.
 	res := &sh.outcome
 	size, err := p.take(state, now, cost, res)
 	changed := res.Changed
@@ -512,7 +512,7 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 			e.expires = saturatingAdd(now, int64(res.TTL))
 		}
 	}
-	// Field by field, for the reason gcra's decide gives.
+	// Field by field, for the reason gcra's admitted gives.
 	d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter
 	sh.mu.Unlock()
 	if err != nil {
