@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/decision"
 )
 
 // Limiter enforces one Rule on keys, in one process or across a fleet
@@ -78,19 +79,17 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (d Decision, 
 func (l *Limiter) takeRule(ctx context.Context, key string, n int64, d *Decision) error {
 	r := l.rule.Load()
 	if prep := r.prep; prep != nil {
-		// The memory store's hot path: no Check to build, the outcome
-		// written in place and the decision filled once, field by field
-		// (a composite literal is built aside and copied in 16-byte moves,
-		// whose loads stall on the smaller stores just made). The fields
-		// known ahead go first: the store's unlock commits them, so the
-		// caller's copy of *d waits on fewer (docs/memory.md).
+		// The memory store's hot path: no Check to build, and the decision
+		// filled once, in place, field by field (a composite literal is
+		// built aside and copied in 16-byte moves, whose loads stall on
+		// the smaller stores just made). The store writes the outcome's
+		// fields before its unlock, which commits every store before it,
+		// so the caller's copy of *d waits on none (docs/memory.md).
 		d.Limit.Count, d.Limit.Period, d.Limit.Burst = r.Limit.Count, r.Limit.Period, r.Limit.Burst
 		d.Rule, d.ByPolicy = r.Name, false
-		var o ratelimit.Outcome
-		if err := l.fast.Take(ctx, prep, key, n, &o); err != nil {
+		if err := l.fast.Take(ctx, prep, key, n, (*decision.Fields)(d)); err != nil {
 			return l.failed(ctx, r, r.Limit, key, err, d)
 		}
-		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = o.Allowed, o.Remaining, o.RetryAfter, o.ResetAfter
 		if l.observe != nil {
 			l.observe(ctx, key, *d, nil)
 		}

@@ -209,13 +209,8 @@ func (p *params) encode(v *view, dst []byte, a span) (out []byte, ok bool) {
 	if !a.less(p.tau) {
 		return dst, true
 	}
-	// S = now − a.q − a.r/C = (now − a.q − 1) + (C − a.r)/C when a.r > 0.
-	s, f := v.now, int64(0)
-	q := a.q
-	if a.r > 0 {
-		q++
-		f = p.l.Count - a.r
-	}
+	s := v.now
+	q, f := p.encoded(a)
 	if q < 0 && s > math.MaxInt64+q {
 		return dst, false
 	}
@@ -300,16 +295,21 @@ func (p *params) decide(v *view, state []byte, cost int64, dst []byte, o *rateli
 	if !v.full {
 		remaining, reset = tokens(next, &p.l), p.tau.sub(next, p.l.Count).ceil()
 	}
-	// Field by field: a composite literal is built aside and copied in
-	// 16-byte moves, whose loads stall on the 8-byte stores just made.
+	admitted(o, !sameState(state, out), remaining, reset)
+	return out
+}
+
+// admitted writes to *o the outcome of an admitting take. Field by field:
+// a composite literal is built aside and copied in 16-byte moves, whose
+// loads stall on the 8-byte stores just made.
+func admitted(o *ratelimit.Outcome, changed bool, remaining int64, reset time.Duration) {
 	o.Allowed = true
-	o.Changed = !sameState(state, out)
+	o.Changed = changed
 	o.Remaining = remaining
 	o.RetryAfter = 0
 	o.ResetAfter = reset
 	o.Delay = 0
 	o.TTL = reset
-	return out
 }
 
 // sameState reports whether the states a and b are equal, comparing a
@@ -330,10 +330,41 @@ func sameState(a, b []byte) bool {
 func (Algorithm) PrepareTake(l ratelimit.Limit) (take func(state []byte, now, cost int64, o *ratelimit.Outcome) (n int, err error), maxState int) {
 	p := newParams(l)
 	p.unit, p.deep, p.prepared = units(1, l), debt(l), true
-	return p.take, StateLen
+	// One unit taken from the full bucket, the call on a new or expired
+	// key, leaves a' = τ − T: admit's state and outcome, derived once.
+	lead, frac := p.encoded(p.tau.sub(p.unit, l.Count))
+	remaining, reset := l.Burst-1, p.unit.ceil()
+	// A closure, not the method value p.take: calling a method value goes
+	// through a wrapper, a second call on the hot path.
+	return func(state []byte, now, cost int64, o *ratelimit.Outcome) (int, error) {
+		if len(state) != 0 || cost != 1 {
+			return p.take(state, now, cost, o)
+		}
+		putState(state[:StateLen], arith.ClampNow(now)-lead, frac)
+		admitted(o, true, remaining, reset)
+		return StateLen, nil
+	}, StateLen
 }
 
-// take is the function PrepareTake returns.
+// encoded returns how the state S = now − a is written, for any now:
+// s = now − lead and f = frac, since S = now − a.q − a.r/C =
+// (now − a.q − 1) + (C − a.r)/C when a.r > 0.
+func (p *params) encoded(a span) (lead, frac int64) {
+	if a.r > 0 {
+		return a.q + 1, p.l.Count - a.r
+	}
+	return a.q, 0
+}
+
+// putState writes the state s, f to out, StateLen bytes.
+func putState(out []byte, s, f int64) {
+	out[0] = Tag
+	binary.BigEndian.PutUint64(out[1:9], uint64(s))
+	binary.BigEndian.PutUint64(out[9:17], uint64(f))
+}
+
+// take is PrepareTake's take on a state, or for a cost, that the
+// constants do not answer.
 func (p *params) take(state []byte, now, cost int64, o *ratelimit.Outcome) (int, error) {
 	var v view
 	if err := p.settle(state, now, &v); err != nil {
@@ -357,29 +388,17 @@ func (p *params) take(state []byte, now, cost int64, o *ratelimit.Outcome) (int,
 // after and the state is never empty.
 func (p *params) admit(v *view, state []byte, cost int64, u span, o *ratelimit.Outcome) int {
 	next := v.a.sub(u, p.l.Count)
-	// encode, as in params.encode: S = now − a'.q − a'.r/C.
-	s, f := v.now-next.q, int64(0)
-	if next.r > 0 {
-		s, f = s-1, p.l.Count-next.r
-	}
+	lead, f := p.encoded(next)
+	s := v.now - lead
 	changed := len(state) != StateLen || arith.Int64(state[1:9]) != s || arith.Int64(state[9:17]) != f
 	if changed {
-		out := state[:StateLen]
-		out[0] = Tag
-		binary.BigEndian.PutUint64(out[1:9], uint64(s))
-		binary.BigEndian.PutUint64(out[9:17], uint64(f))
+		putState(state[:StateLen], s, f)
 	}
 	remaining, reset := p.l.Burst-cost, u.ceil()
 	if !v.full {
 		remaining, reset = tokens(next, &p.l), p.tau.sub(next, p.l.Count).ceil()
 	}
-	o.Allowed = true
-	o.Changed = changed
-	o.Remaining = remaining
-	o.RetryAfter = 0
-	o.ResetAfter = reset
-	o.Delay = 0
-	o.TTL = reset
+	admitted(o, changed, remaining, reset)
 	return StateLen
 }
 

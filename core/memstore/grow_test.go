@@ -14,13 +14,15 @@ func BenchmarkGrow(b *testing.B) {
 	sh := newShard()
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; len(sh.dir) == 1; i++ {
-		sh.store("user:"+strconv.Itoa(i), r.Uint64(), 0, math.MinInt64, 1<<40, []byte{1, 2, 3, 4, 5, 6, 7, 8})
+		k := "user:" + strconv.Itoa(i)
+		sh.store(k, keyAt(k, r.Uint64()), 0, math.MinInt64, 1<<40, []byte{1, 2, 3, 4, 5, 6, 7, 8})
 	}
 	// Refill the shard until a table is one entry short of its limit.
 	var full *tableRef
 	for i := 0; full == nil; i++ {
 		h := r.Uint64()
-		sh.store("more:"+strconv.Itoa(i), h, 0, math.MinInt64, 1<<40, []byte{1, 2, 3, 4, 5, 6, 7, 8})
+		k := "more:" + strconv.Itoa(i)
+		sh.store(k, keyAt(k, h), 0, math.MinInt64, 1<<40, []byte{1, 2, 3, 4, 5, 6, 7, 8})
 		if t := sh.table(h); len(t.slots) == maxSlots && t.t.count == t.t.limit {
 			full = t
 		}

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -16,6 +17,22 @@ import (
 func TestEntryIsOneCacheLine(t *testing.T) {
 	if n := unsafe.Sizeof(memEntry{}); n != 64 {
 		t.Fatalf("memEntry is %d bytes, want 64", n)
+	}
+}
+
+// TestShardLayout pins what every call writes to a shard's first cache
+// line, and shards to whole lines from a line's start.
+func TestShardLayout(t *testing.T) {
+	var sh memShard
+	if n := unsafe.Offsetof(sh.dir); n != 64 {
+		t.Fatalf("memShard.dir at %d: mu, last and outcome are not one cache line", n)
+	}
+	if n := unsafe.Sizeof(sh); n%64 != 0 {
+		t.Fatalf("memShard is %d bytes, not whole cache lines", n)
+	}
+	sp := testStore.space("layout", true)
+	if at := uintptr(unsafe.Pointer(&sp.shards[0])) % 64; at != 0 {
+		t.Fatalf("a namespace's shards start %d bytes into a cache line", at)
 	}
 }
 
@@ -60,15 +77,15 @@ func checkShard(t testing.TB, sh *memShard, want model, keys []string) {
 	}
 	for _, k := range keys {
 		w, live := want[k]
-		i, ok := sh.find(k, hashOf(want, k))
-		if ok != live {
+		i, e := sh.find(k, keyAt(k, hashOf(want, k)))
+		if ok := e != nil; ok != live {
 			t.Fatalf("%q found %v, want %v", k, ok, live)
 		}
 		if !live {
 			continue
 		}
-		got := sh.loadSlot(w.h, i, true, math.MinInt64, nil)
-		if e := &sh.table(w.h).slots[i]; e.expires != w.expires || !bytes.Equal(got, w.state) {
+		got := sh.loadEntry(e, math.MinInt64, nil)
+		if e != &sh.table(w.h).slots[i] || e.expires != w.expires || !bytes.Equal(got, w.state) {
 			t.Fatalf("%q: expires %d state %x, want %d %x", k, e.expires, got, w.expires, w.state)
 		}
 	}
@@ -118,6 +135,15 @@ var hashes map[string]uint64
 
 func hashOf(_ model, k string) uint64 { return hashes[k] }
 
+// keyAt returns the keyHash of key with the hash replaced by h.
+func keyAt(key string, h uint64) keyHash {
+	k := testStore.hash(key)
+	k.h = h
+	return k
+}
+
+var testStore, _ = New()
+
 // runTable applies ops random operations on nkeys keys, with TTLs of up
 // to maxTTL, to a new shard and to a model, checks them against each
 // other every checkEvery operations and after the last, and returns the
@@ -143,14 +169,14 @@ func runTable(t testing.TB, r *rand.Rand, ops, nkeys, maxTTL, checkEvery int) *m
 				ttl = 0
 			}
 			// No reclaiming here: the sweep has its own operation.
-			sh.store(k, h, now, math.MinInt64, durationOf(ttl), state)
+			sh.store(k, keyAt(k, h), now, math.MinInt64, durationOf(ttl), state)
 			if ttl == 0 {
 				delete(want, k)
 			} else {
 				want[k] = modelEntry{h: h, expires: now + ttl, state: state}
 			}
 		case op < 8: // reset
-			if i, ok := sh.find(k, h); ok {
+			if i, e := sh.find(k, keyAt(k, h)); e != nil {
 				sh.remove(h, i)
 			}
 			delete(want, k)
@@ -158,7 +184,7 @@ func runTable(t testing.TB, r *rand.Rand, ops, nkeys, maxTTL, checkEvery int) *m
 			now += int64(r.IntN(30))
 			sh.sweep(h, now)
 			for k, w := range want {
-				if _, ok := sh.find(k, w.h); !ok {
+				if _, e := sh.find(k, keyAt(k, w.h)); e == nil {
 					if w.expires > now {
 						t.Fatalf("sweep at %d dropped %q, which expires at %d", now, k, w.expires)
 					}
@@ -205,7 +231,7 @@ func TestTableSplits(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprint("key", i)
 		hashes[keys[i]] = r.Uint64()
-		sh.store(keys[i], hashes[keys[i]], 0, math.MinInt64, 1<<40, []byte{byte(i)})
+		sh.store(keys[i], keyAt(keys[i], hashes[keys[i]]), 0, math.MinInt64, 1<<40, []byte{byte(i)})
 		want[keys[i]] = modelEntry{h: hashes[keys[i]], expires: 1 << 40, state: []byte{byte(i)}}
 	}
 	checkShard(t, sh, want, keys)
@@ -241,21 +267,21 @@ func TestIndexCollisions(t *testing.T) {
 		hashes[k] = h
 	}
 	for i, k := range keys {
-		if _, ok := sh.find(k, h); ok {
+		if _, e := sh.find(k, keyAt(k, h)); e != nil {
 			t.Fatalf("%q found before insert", k)
 		}
 		state := []byte{byte(i)}
-		sh.store(k, h, 0, math.MinInt64, 1<<40, state)
+		sh.store(k, keyAt(k, h), 0, math.MinInt64, 1<<40, state)
 		want[k] = modelEntry{h: h, expires: 1 << 40, state: state}
 	}
 	checkShard(t, sh, want, append(keys, "c"))
 	for _, k := range []string{"a", keys[2], "0123456789abcdef"} {
-		i, _ := sh.find(k, h)
+		i, _ := sh.find(k, keyAt(k, h))
 		sh.remove(h, i)
 		delete(want, k)
 		checkShard(t, sh, want, append(keys, "c"))
 	}
-	sh.store("c", h, 0, math.MinInt64, 1<<40, []byte{9})
+	sh.store("c", keyAt("c", h), 0, math.MinInt64, 1<<40, []byte{9})
 	want["c"] = modelEntry{h: h, expires: 1 << 40, state: []byte{9}}
 	checkShard(t, sh, want, append(keys, "c"))
 	for range len(sh.table(h).slots) {
@@ -275,12 +301,12 @@ func TestSweepCoversTable(t *testing.T) {
 		sh := newShard()
 		r := rand.New(rand.NewPCG(3, uint64(old)))
 		for i := range old {
-			sh.store(fmt.Sprint("old", i), r.Uint64()&^(0xffff<<32), 0, math.MinInt64, 10, []byte{1})
+			sh.store(fmt.Sprint("old", i), keyAt(fmt.Sprint("old", i), r.Uint64()&^(0xffff<<32)), 0, math.MinInt64, 10, []byte{1})
 		}
 		live, grown := 0, false
 		// One table: the hashes share their low tag bits.
 		for n := len(sh.dir[0].slots); live <= n/sweepPerInsert; live++ {
-			sh.store(fmt.Sprint("new", live), r.Uint64()&^(0xffff<<32), 100, 50, 1<<40, []byte{1})
+			sh.store(fmt.Sprint("new", live), keyAt(fmt.Sprint("new", live), r.Uint64()&^(0xffff<<32)), 100, 50, 1<<40, []byte{1})
 			grown = grown || len(sh.dir[0].slots) != n
 		}
 		if sh.count != live {
@@ -295,4 +321,25 @@ func newShard() *memShard {
 	sh := &memShard{}
 	sh.init()
 	return sh
+}
+
+// TestKeyWords checks the words Store.hash returns against the key's
+// bytes copied into 16 zeroed bytes, for every length up to inlineKey.
+func TestKeyWords(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := range inlineKey + 1 {
+		for range 100 {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(r.Uint32())
+			}
+			var pad [16]byte
+			copy(pad[:], b)
+			k := testStore.hash(string(b))
+			lo, hi := k.lo, k.hi
+			if wantLo, wantHi := binary.LittleEndian.Uint64(pad[:8]), binary.LittleEndian.Uint64(pad[8:]); lo != wantLo || hi != wantHi {
+				t.Fatalf("words of %x = %#x %#x, want %#x %#x", b, lo, hi, wantLo, wantHi)
+			}
+		}
+	}
 }

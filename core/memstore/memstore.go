@@ -5,12 +5,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/decision"
 	"github.com/sluicehq/sluice/internal/keyfmt"
 	"github.com/sluicehq/sluice/internal/lockorder"
 )
@@ -31,8 +34,10 @@ const (
 	longKey   = 0xff
 )
 
-// memShards is the number of lock shards per namespace.
-const memShards = 64
+// memShards is the number of lock shards per namespace: enough that the
+// shards are one allocation over 32 KB, which Go aligns to a page, so that
+// each starts on a cache line (see memShard).
+const memShards = 128
 
 // A table grows when it would hold more than maxLoadNum/maxLoadDen of its
 // slots, by growNum/growDen. Each slot is a 64-byte entry, so the load
@@ -65,6 +70,7 @@ type Store struct {
 	system bool  // clock is ratelimit.SystemClock: read it without the interface call
 	grace  int64 // reclaim state expired at least this long ago, ns
 	seed   maphash.Seed
+	mix    [2]uint64  // random: the seed of the hash of short keys
 	mu     sync.Mutex // serialises namespace creation
 	spaces atomic.Pointer[map[string]*memSpace]
 	closed atomic.Bool
@@ -86,8 +92,18 @@ type memSpace struct {
 // from its home slot than an entry it passed, so a lookup stops at the
 // first entry nearer its own home, and deleting shifts the following
 // entries back instead of leaving a tombstone.
+//
+// A shard is five cache lines and starts on a line (see memShards). The
+// first line holds what every call writes, mu, last and outcome, so that
+// a hot key's calls on two cores pass that line and the entry's between
+// them, not four.
 type memShard struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	// last is the latest instant decided under mu (see Take).
+	last int64
+	// outcome is the outcome of a Take, written under mu.
+	outcome ratelimit.Outcome
+
 	dir   []tableRef
 	mask  uint32 // len(dir)-1
 	depth uint8  // len(dir) is 1<<depth
@@ -101,13 +117,9 @@ type memShard struct {
 	bigFree  []uint32
 	in       []byte // scratch: current state
 	out      []byte // scratch: new state
-	// last is the latest instant decided under mu (see Take).
-	last int64
-	// scratch holds a new key's state before it has an entry, and
-	// outcome the outcome of a Take.
+	// scratch holds a new key's state before it has an entry.
 	scratch [inlineState]byte
-	outcome ratelimit.Outcome
-	_       [64]byte
+	_       [41]byte // to a whole number of cache lines
 }
 
 // tableRef is a directory slot: the table's slots, read by every lookup,
@@ -132,12 +144,14 @@ type table struct {
 // the collector never scans a table.
 type memEntry struct {
 	expires int64
+	// key is a short key's words (see Store.hash), or in key[0] a long
+	// key's index in its shard's longs.
+	key [2]uint64
 	// tag is the high half of the key's hash: it places the entry (see
-	// home) and rejects most other keys before their bytes are compared.
+	// home) and rejects most other keys before their words are compared.
 	tag   uint32
 	n     uint8 // state length, or bigState
 	klen  uint8 // key length, or longKey; 0 marks an empty slot
-	key   [inlineKey]byte
 	state [inlineState]byte
 	_     [3]byte
 }
@@ -157,16 +171,34 @@ func dist(e *memEntry, i, n int) int {
 	return d
 }
 
-// ref reads the index an entry stores in the first bytes of b (a long
-// key's in key, a big state's in state).
+// ref reads the index of a big state that an entry stores in the first
+// bytes of its state.
 func ref(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 
-// is reports whether e holds key.
-func (sh *memShard) is(e *memEntry, key string) bool {
+// load64 and load32 read 8 and 4 bytes of s from i, little-endian; the
+// compiler makes each one load.
+func load64(s string, i int) uint64 {
+	b := s[i : i+8]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+func load32(s string, i int) uint32 {
+	b := s[i : i+4]
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// keyHash is what a shard looks a key up by besides the key: its hash
+// and, for a key of up to inlineKey bytes, its words (see Store.hash). It
+// is three words, which the compiler keeps in registers.
+type keyHash struct{ h, lo, hi uint64 }
+
+// is reports whether e holds key, whose hash is k.
+func (sh *memShard) is(e *memEntry, key string, k keyHash) bool {
 	if len(key) <= inlineKey {
-		return int(e.klen) == len(key) && string(e.key[:len(key)]) == key
+		return e.key[0] == k.lo && e.key[1] == k.hi && int(e.klen) == len(key)
 	}
-	return e.klen == longKey && sh.longs[ref(e.key[:])] == key
+	return e.klen == longKey && sh.longs[e.key[0]] == key
 }
 
 // Option configures a Store.
@@ -210,7 +242,7 @@ func WithReclaimGrace(d time.Duration) Option {
 
 // New returns an empty Store.
 func New(opts ...Option) (*Store, error) {
-	m := &Store{clock: ratelimit.SystemClock{}, seed: maphash.MakeSeed(), grace: int64(DefaultReclaimGrace)}
+	m := &Store{clock: ratelimit.SystemClock{}, seed: maphash.MakeSeed(), mix: [2]uint64{rand.Uint64(), rand.Uint64()}, grace: int64(DefaultReclaimGrace)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ratelimit.ErrInvalidOption)
@@ -260,9 +292,36 @@ func (m *Store) now() int64 {
 
 // shard returns key's shard in sp and its hash, the only hash of the key
 // a call computes: its tag places the key in the shard (see memShard).
-func (m *Store) shard(sp *memSpace, key string) (*memShard, uint64) {
-	h := maphash.String(m.seed, key)
-	return &sp.shards[h&(memShards-1)], h
+func (m *Store) shard(sp *memSpace, key string) (*memShard, keyHash) {
+	k := m.hash(key)
+	return &sp.shards[k.h&(memShards-1)], k
+}
+
+// hash returns the hash of key and, for a key of up to inlineKey bytes,
+// its words: the two little-endian words of its bytes padded with zeros,
+// which with its length are the key, as an entry holds it, so that a
+// lookup compares two words. Each word is read with at most two loads,
+// which may overlap.
+//
+// Such a key, the common case, is hashed by one 128-bit multiply of its
+// words, each masked with a random word, folded to 64 bits: how Go's
+// runtime hashes short keys where it has no AES (wyhash), in a tenth of
+// maphash's instructions. Longer keys go through maphash.
+func (m *Store) hash(key string) keyHash {
+	var lo, hi uint64
+	switch n := len(key); {
+	case n > inlineKey:
+		return keyHash{h: maphash.String(m.seed, key)}
+	case n >= 8:
+		lo, hi = load64(key, 0), load64(key, n-8)>>(8*(16-n))
+	case n >= 4:
+		lo = uint64(load32(key, 0)) | uint64(load32(key, n-4))<<(8*(n-4))
+	case n > 0:
+		lo = uint64(key[0]) | uint64(key[n/2])<<(8*(n/2)) | uint64(key[n-1])<<(8*(n-1))
+	}
+	p1, p0 := bits.Mul64(lo^m.mix[0], hi^m.mix[1])
+	// The length tells apart keys that differ only by trailing zero bytes.
+	return keyHash{h: p1 ^ p0 ^ uint64(len(key)), lo: lo, hi: hi}
 }
 
 // init gives sh its first, empty table.
@@ -273,26 +332,27 @@ func (sh *memShard) init() {
 // table returns the directory slot of hash h.
 func (sh *memShard) table(h uint64) *tableRef { return &sh.dir[uint32(h>>32)&sh.mask] }
 
-// find returns the slot of key, whose hash is h, in its table.
-func (sh *memShard) find(key string, h uint64) (int, bool) {
-	slots := sh.table(h).slots
+// find returns the entry of key, whose hash is k, and its slot in its
+// table; e is nil when the table does not hold key.
+func (sh *memShard) find(key string, k keyHash) (i int, e *memEntry) {
+	slots := sh.table(k.h).slots
 	n := len(slots)
 	if n == 0 {
-		return 0, false
+		return 0, nil
 	}
-	tag := uint32(h >> 32)
-	i := home(tag, n)
+	tag := uint32(k.h >> 32)
+	i = home(tag, n)
 	for d := 0; ; d++ {
 		e := &slots[i]
 		if e.klen == 0 {
-			return 0, false
+			return 0, nil
 		}
-		if e.tag == tag && sh.is(e, key) {
-			return i, true
+		if e.tag == tag && sh.is(e, key, k) {
+			return i, e
 		}
 		if dist(e, i, n) < d {
 			// key would have displaced e: it is not in the table.
-			return 0, false
+			return 0, nil
 		}
 		if i++; i == n {
 			i = 0
@@ -381,9 +441,13 @@ func Prepare(alg ratelimit.Algorithm, limit ratelimit.Limit) *Prepared {
 }
 
 // Take is Apply for an OpTake check of cost units on key under p's
-// algorithm and limit, writing the outcome to *o; *o is undefined on
-// error. It checks the key and the cost, not p: see Prepare.
-func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int64, o *ratelimit.Outcome) error {
+// algorithm and limit, for package sluice: it writes the outcome's
+// Allowed, Remaining, RetryAfter and ResetAfter to d, a caller's
+// sluice.Decision converted, before it releases the shard's lock, so that
+// the caller's later copies of the decision read stores already made; the
+// other fields are the caller's. They are undefined on error. It checks
+// the key and the cost, not p: see Prepare.
+func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int64, d *decision.Fields) error {
 	m := n.m
 	if m.closed.Load() {
 		return ratelimit.ErrClosed
@@ -392,15 +456,14 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		return fmt.Errorf("ratelimit: memory store: %w", err)
 	}
 	if !ratelimit.ValidKey(key) || cost < 0 || cost > ratelimit.MaxCost {
-		c := ratelimit.Check{Key: key, Cost: cost}
-		return c.ValidateRequest()
+		return invalid(key, cost)
 	}
 	sp := n.sp.Load()
 	if sp == nil {
 		sp = m.space(n.name, true)
 		n.sp.Store(sp)
 	}
-	sh, h := m.shard(sp, key)
+	sh, k := m.shard(sp, key)
 	// With the system clock, the clock is read before the lock, keeping
 	// the critical section short for contended keys, and raised to the
 	// latest instant decided under the lock: instants stay monotonic in
@@ -418,53 +481,61 @@ func (n *Namespace) Take(ctx context.Context, p *Prepared, key string, cost int6
 		now = m.clock.Now()
 	}
 	sh.last = now
-	slot, found := sh.find(key, h)
-	var (
-		e     *memEntry
-		state []byte
-	)
-	if found {
-		e = &sh.table(h).slots[slot]
+	slot, e := sh.find(key, k)
+	state := sh.scratch[:0]
+	if e != nil {
 		switch {
 		case e.n == bigState:
 			// Another algorithm's state, shared under this namespace: the
 			// generic path reads it (and reports it corrupt).
 			sh.mu.Unlock()
-			c := ratelimit.Check{Namespace: n.name, Key: key, Algorithm: p.alg, Limit: p.limit, Cost: cost}
-			return m.apply(sp, &c, o)
+			return n.apply(sp, p, key, cost, d)
 		case e.expires > now:
 			state = e.state[:e.n]
 		default:
 			state = e.state[:0]
 		}
-	} else {
-		state = sh.scratch[:0]
 	}
 	// The outcome goes through the shard, under its lock: a pointer
-	// passed to a function value escapes, and *o would cost an allocation.
+	// passed to a function value escapes, and *d would cost an allocation.
 	res := &sh.outcome
 	size, err := p.take(state, now, cost, res)
 	changed := res.Changed
 	if err == nil && changed {
 		switch {
-		case !found:
-			sh.storeSlot(key, h, 0, false, now, m.cutoff(now), res.TTL, state[:size])
+		case e == nil:
+			sh.storeSlot(key, k, 0, false, now, m.cutoff(now), res.TTL, state[:size])
 		case res.TTL <= 0 || size == 0:
-			sh.remove(h, slot)
+			sh.remove(k.h, slot)
 		default:
 			e.n = uint8(size)
 			e.expires = saturatingAdd(now, int64(res.TTL))
 		}
 	}
-	// Field by field, for the reason gcra's decide gives; and Changed
-	// from the register, since a copy of both bools is one 16-bit load,
-	// which stalls on the two byte stores that wrote them.
-	o.Allowed, o.Changed, o.Remaining = res.Allowed, changed, res.Remaining
-	o.RetryAfter, o.ResetAfter, o.Delay, o.TTL = res.RetryAfter, res.ResetAfter, res.Delay, res.TTL
+	// Field by field, for the reason gcra's admitted gives.
+	d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter
 	sh.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("key %s: %w", keyfmt.Quote(key), err)
 	}
+	return nil
+}
+
+// invalid returns the error of a take of cost units on key that
+// Check.ValidateRequest refuses.
+func invalid(key string, cost int64) error {
+	c := ratelimit.Check{Key: key, Cost: cost}
+	return c.ValidateRequest()
+}
+
+// apply is Take on the generic path, through Store.apply.
+func (n *Namespace) apply(sp *memSpace, p *Prepared, key string, cost int64, d *decision.Fields) error {
+	c := ratelimit.Check{Namespace: n.name, Key: key, Algorithm: p.alg, Limit: p.limit, Cost: cost}
+	var o ratelimit.Outcome
+	if err := n.m.apply(sp, &c, &o); err != nil {
+		return err
+	}
+	d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = o.Allowed, o.Remaining, o.RetryAfter, o.ResetAfter
 	return nil
 }
 
@@ -492,12 +563,12 @@ func (m *Store) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome
 // sp looked up once, so that the hot path neither copies the check or the
 // outcome nor looks the namespace up again.
 func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) error {
-	sh, h := m.shard(sp, c.Key)
+	sh, k := m.shard(sp, c.Key)
 	sh.mu.Lock()
 	now := m.now()
 	sh.last = now // see Take
-	slot, found := sh.find(c.Key, h)
-	sh.in = sh.loadSlot(h, slot, found, now, sh.in[:0])
+	slot, e := sh.find(c.Key, k)
+	sh.in = sh.loadEntry(e, now, sh.in[:0])
 	var (
 		o   ratelimit.Outcome
 		out []byte
@@ -510,7 +581,7 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	}
 	sh.out = out[:0]
 	if err == nil && o.Changed {
-		sh.storeSlot(c.Key, h, slot, found, now, m.cutoff(now), o.TTL, out)
+		sh.storeSlot(c.Key, k, slot, e != nil, now, m.cutoff(now), o.TTL, out)
 	}
 	sh.mu.Unlock()
 	if err != nil {
@@ -520,20 +591,15 @@ func (m *Store) apply(sp *memSpace, c *ratelimit.Check, res *ratelimit.Outcome) 
 	return nil
 }
 
-// load appends the live state of key, whose hash is h, to dst.
-func (sh *memShard) load(key string, h uint64, now int64, dst []byte) []byte {
-	i, ok := sh.find(key, h)
-	return sh.loadSlot(h, i, ok, now, dst)
+// load appends the live state of key, whose hash is k, to dst.
+func (sh *memShard) load(key string, k keyHash, now int64, dst []byte) []byte {
+	_, e := sh.find(key, k)
+	return sh.loadEntry(e, now, dst)
 }
 
-// loadSlot appends the live state in slot i, if found, of hash h's table
-// to dst.
-func (sh *memShard) loadSlot(h uint64, i int, found bool, now int64, dst []byte) []byte {
-	if !found {
-		return dst
-	}
-	e := &sh.table(h).slots[i]
-	if e.expires <= now {
+// loadEntry appends the live state of entry e, if not nil, to dst.
+func (sh *memShard) loadEntry(e *memEntry, now int64, dst []byte) []byte {
+	if e == nil || e.expires <= now {
 		return dst
 	}
 	if e.n == bigState {
@@ -551,26 +617,26 @@ func (m *Store) cutoff(now int64) int64 {
 	return now - m.grace
 }
 
-// store records the new state of key, or drops it when its TTL is over.
-// Inserts reclaim entries that expired before cutoff.
-func (sh *memShard) store(key string, h uint64, now, cutoff int64, ttl time.Duration, state []byte) {
-	i, exists := sh.find(key, h)
-	sh.storeSlot(key, h, i, exists, now, cutoff, ttl, state)
+// store records the new state of key, whose hash is k, or drops it when
+// its TTL is over. Inserts reclaim entries that expired before cutoff.
+func (sh *memShard) store(key string, k keyHash, now, cutoff int64, ttl time.Duration, state []byte) {
+	i, e := sh.find(key, k)
+	sh.storeSlot(key, k, i, e != nil, now, cutoff, ttl, state)
 }
 
 // storeSlot is store for a key already looked up: slot i if exists.
-func (sh *memShard) storeSlot(key string, h uint64, i int, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
+func (sh *memShard) storeSlot(key string, k keyHash, i int, exists bool, now, cutoff int64, ttl time.Duration, state []byte) {
 	if ttl <= 0 || len(state) == 0 {
 		if exists {
-			sh.remove(h, i)
+			sh.remove(k.h, i)
 		}
 		return
 	}
 	if !exists {
-		sh.sweep(h, cutoff)
-		i = sh.insert(key, h, cutoff)
+		sh.sweep(k.h, cutoff)
+		i = sh.insert(key, k, cutoff)
 	}
-	e := &sh.table(h).slots[i]
+	e := &sh.table(k.h).slots[i]
 	e.expires = saturatingAdd(now, int64(ttl))
 	if len(state) <= inlineState {
 		if e.n == bigState {
@@ -603,19 +669,19 @@ func (sh *memShard) freeBig(e *memEntry) {
 	sh.bigFree = append(sh.bigFree, id)
 }
 
-// insert gives key, whose hash is h and which the table does not hold, an
+// insert gives key, whose hash is k and which the table does not hold, an
 // entry with no state yet, and returns its slot. A full table grows,
 // dropping what expired before cutoff.
-func (sh *memShard) insert(key string, h uint64, cutoff int64) int {
-	r := sh.table(h)
+func (sh *memShard) insert(key string, k keyHash, cutoff int64) int {
+	r := sh.table(k.h)
 	if r.t.count >= r.t.limit {
 		sh.grow(r, cutoff)
-		r = sh.table(h)
+		r = sh.table(k.h)
 	}
-	e := memEntry{tag: uint32(h >> 32)}
+	e := memEntry{tag: uint32(k.h >> 32)}
 	if len(key) <= inlineKey {
 		e.klen = uint8(len(key))
-		copy(e.key[:], key)
+		e.key[0], e.key[1] = k.lo, k.hi
 	} else {
 		var id uint32
 		if n := len(sh.longFree); n > 0 {
@@ -627,7 +693,7 @@ func (sh *memShard) insert(key string, h uint64, cutoff int64) int {
 			sh.longs = append(sh.longs, strings.Clone(key))
 		}
 		e.klen = longKey
-		binary.LittleEndian.PutUint32(e.key[:], id)
+		e.key[0] = uint64(id)
 	}
 	r.t.count++
 	sh.count++
@@ -764,7 +830,7 @@ func (sh *memShard) drop(e *memEntry) {
 		sh.freeBig(e)
 	}
 	if e.klen == longKey {
-		id := ref(e.key[:])
+		id := uint32(e.key[0])
 		sh.longs[id] = ""
 		sh.longFree = append(sh.longFree, id)
 	}
@@ -837,7 +903,7 @@ func (m *Store) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []ra
 		return false, fmt.Errorf("%w: %d outcomes for %d checks", ratelimit.ErrInvalidOption, len(out), len(checks))
 	}
 	shards := make([]*memShard, len(checks))
-	hashes := make([]uint64, len(checks))
+	hashes := make([]keyHash, len(checks))
 	for i := range checks {
 		if err := checks[i].Validate(); err != nil {
 			return false, fmt.Errorf("check %d: %w", i, err)
@@ -884,10 +950,10 @@ func (m *Store) Reset(ctx context.Context, namespace, key string) error {
 	if sp == nil {
 		return nil
 	}
-	sh, h := m.shard(sp, key)
+	sh, k := m.shard(sp, key)
 	sh.mu.Lock()
-	if i, ok := sh.find(key, h); ok {
-		sh.remove(h, i)
+	if i, e := sh.find(key, k); e != nil {
+		sh.remove(k.h, i)
 	}
 	sh.mu.Unlock()
 	return nil

@@ -205,7 +205,10 @@ func (corrupt) Decide(_ []byte, _ int64, _ ratelimit.Limit, _ int64, dst []byte)
 func TestMemoryStoreKeysAreData(t *testing.T) {
 	s, _ := newMem(t)
 	l := ratelimit.Every(time.Hour, 1)
-	keys := []string{"a", "a\x00", "a\r\nb", "{a}", "'; DROP TABLE x; --", "redis.call('FLUSHALL')", "\xff\xfe", "a:b", "A"}
+	keys := []string{"a", "a\x00", "a\r\nb", "{a}", "'; DROP TABLE x; --", "redis.call('FLUSHALL')", "\xff\xfe", "a:b", "A",
+		// Keys of up to 16 bytes are held as their bytes padded with
+		// zeros, and their length: trailing zeros make other keys.
+		"\x00", "a\x00\x00\x00", "abcdefg", "abcdefg\x00", "abcdefgh\x00", "0123456789abcde", "0123456789abcde\x00", "0123456789abcde\x00\x00"}
 	for _, k := range keys {
 		o, err := s.Apply(t.Context(), check(k, l, 1))
 		if err != nil || !o.Allowed {

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/core/ratelimit"
+	"github.com/sluicehq/sluice/internal/decision"
 	"github.com/sluicehq/sluice/internal/fakeclock"
 )
 
@@ -53,9 +54,10 @@ func TestTakeMatchesApply(t *testing.T) {
 					key = strings.Repeat("long", 5) + key // not inline in the entry
 				}
 				cost := []int64{0, 1, 1, 1, 2, l.Burst, l.Burst + 1}[rng.IntN(7)]
-				var got ratelimit.Outcome
+				var got decision.Fields
 				errA := ns.Take(t.Context(), p, key, cost, &got)
-				want, errB := b.Apply(t.Context(), ratelimit.Check{Namespace: "t", Key: key, Algorithm: gcra.New(), Limit: l, Cost: cost})
+				o, errB := b.Apply(t.Context(), ratelimit.Check{Namespace: "t", Key: key, Algorithm: gcra.New(), Limit: l, Cost: cost})
+				want := decision.Fields{Allowed: o.Allowed, Remaining: o.Remaining, RetryAfter: o.RetryAfter, ResetAfter: o.ResetAfter}
 				if (errA == nil) != (errB == nil) || got != want && errA == nil {
 					t.Fatalf("call %d (%s, cost %d): Take %+v %v, Apply %+v %v", i, key, cost, got, errA, want, errB)
 				}
@@ -73,19 +75,19 @@ func TestTakeErrors(t *testing.T) {
 	l := ratelimit.PerSecond(10)
 	p := memstore.Prepare(gcra.New(), l)
 	ns := s.Namespace("t")
-	var o ratelimit.Outcome
-	if err := ns.Take(t.Context(), p, "", 1, &o); !errors.Is(err, ratelimit.ErrInvalidKey) {
+	var d decision.Fields
+	if err := ns.Take(t.Context(), p, "", 1, &d); !errors.Is(err, ratelimit.ErrInvalidKey) {
 		t.Errorf("empty key: %v, want ErrInvalidKey", err)
 	}
-	if err := ns.Take(t.Context(), p, strings.Repeat("k", ratelimit.MaxKeyLen+1), 1, &o); !errors.Is(err, ratelimit.ErrInvalidKey) {
+	if err := ns.Take(t.Context(), p, strings.Repeat("k", ratelimit.MaxKeyLen+1), 1, &d); !errors.Is(err, ratelimit.ErrInvalidKey) {
 		t.Errorf("long key: %v, want ErrInvalidKey", err)
 	}
-	if err := ns.Take(t.Context(), p, "k", -1, &o); !errors.Is(err, ratelimit.ErrInvalidCost) {
+	if err := ns.Take(t.Context(), p, "k", -1, &d); !errors.Is(err, ratelimit.ErrInvalidCost) {
 		t.Errorf("negative cost: %v, want ErrInvalidCost", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := ns.Take(ctx, p, "k", 1, &o); !errors.Is(err, context.Canceled) {
+	if err := ns.Take(ctx, p, "k", 1, &d); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: %v, want context.Canceled", err)
 	}
 	// A state another algorithm wrote under the same namespace, too big
@@ -93,17 +95,17 @@ func TestTakeErrors(t *testing.T) {
 	if _, err := s.Apply(t.Context(), ratelimit.Check{Namespace: "t", Key: "log", Algorithm: slidinglog.New(), Limit: l, Cost: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ns.Take(t.Context(), p, "log", 1, &o); !errors.Is(err, ratelimit.ErrCorruptState) {
+	if err := ns.Take(t.Context(), p, "log", 1, &d); !errors.Is(err, ratelimit.ErrCorruptState) {
 		t.Errorf("sliding log state: %v, want ErrCorruptState", err)
 	}
 	if _, err := s.Apply(t.Context(), ratelimit.Check{Namespace: "t", Key: "tb", Algorithm: tokenbucket.New(), Limit: l, Cost: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ns.Take(t.Context(), p, "tb", 1, &o); !errors.Is(err, ratelimit.ErrCorruptState) {
+	if err := ns.Take(t.Context(), p, "tb", 1, &d); !errors.Is(err, ratelimit.ErrCorruptState) {
 		t.Errorf("token bucket state: %v, want ErrCorruptState", err)
 	}
 	_ = s.Close()
-	if err := ns.Take(t.Context(), p, "k", 1, &o); !errors.Is(err, ratelimit.ErrClosed) {
+	if err := ns.Take(t.Context(), p, "k", 1, &d); !errors.Is(err, ratelimit.ErrClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
 	if memstore.Prepare(slidinglog.New(), l) != nil {
@@ -124,9 +126,9 @@ func TestTakeExactUnderContentionConcurrentSafe(t *testing.T) {
 	p := memstore.Prepare(gcra.New(), l)
 	ns := s.Namespace("t")
 	admitsExactly(t, 100, func() (bool, error) {
-		var o ratelimit.Outcome
-		err := ns.Take(t.Context(), p, "race", 1, &o)
-		return o.Allowed, err
+		var d decision.Fields
+		err := ns.Take(t.Context(), p, "race", 1, &d)
+		return d.Allowed, err
 	})
 }
 
@@ -149,12 +151,12 @@ func TestTakeNeverAboveRateConcurrentSafe(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 20000 {
-				var o ratelimit.Outcome
-				if err := ns.Take(t.Context(), p, "k", 1, &o); err != nil {
+				var d decision.Fields
+				if err := ns.Take(t.Context(), p, "k", 1, &d); err != nil {
 					t.Error(err)
 					return
 				}
-				if o.Allowed {
+				if d.Allowed {
 					allowed.Add(1)
 				}
 			}
@@ -175,11 +177,11 @@ func TestTakeZeroAllocs(t *testing.T) {
 		}
 		ns := s.Namespace("t")
 		ctx := context.Background()
-		var o ratelimit.Outcome
-		if err := ns.Take(ctx, p, "hot", 1, &o); err != nil {
+		var d decision.Fields
+		if err := ns.Take(ctx, p, "hot", 1, &d); err != nil {
 			t.Fatal(err)
 		}
-		if n := testing.AllocsPerRun(1000, func() { _ = ns.Take(ctx, p, "hot", 1, &o) }); n != 0 {
+		if n := testing.AllocsPerRun(1000, func() { _ = ns.Take(ctx, p, "hot", 1, &d) }); n != 0 {
 			t.Fatalf("%s: Take on an existing key: %v allocs/op, want 0", alg.Name(), n)
 		}
 	}
@@ -226,7 +228,9 @@ func TestGrowthExactConcurrentSafe(t *testing.T) {
 						c.Algorithm = slidinglog.New()
 						o, err = s.Apply(t.Context(), c)
 					case i%2 == 0:
-						err = ns.Take(t.Context(), p, keys[i], 1, &o)
+						var d decision.Fields
+						err = ns.Take(t.Context(), p, keys[i], 1, &d)
+						o.Allowed = d.Allowed
 					default:
 						o, err = s.Apply(t.Context(), check(keys[i], l, 1))
 					}
