@@ -44,6 +44,12 @@ const (
 	// server sharing the cores) loses more than the shorter wait gains:
 	// docs/redis.md has the measurements.
 	maxBatchesInFlight = 2
+	// lightLoadCalls is how many calls of one route may be in flight,
+	// however many batches carry them, before maxBatchesInFlight holds
+	// calls back: a few concurrent callers send at once, as on the plain
+	// path, since batches of two or three save little and a call held
+	// back waits a round trip.
+	lightLoadCalls = 8
 	// maxBatchChecks bounds the checks of one batch; calls beyond wait
 	// for the next.
 	maxBatchChecks = 256
@@ -53,7 +59,9 @@ const (
 type batcher struct {
 	mu       sync.Mutex
 	queue    []*pendingCall
-	inFlight int
+	inFlight int // batches and calls sent alone
+	// sentCalls counts the calls of the inFlight batches and calls.
+	sentCalls int
 	// sent holds the batches in flight, for expire.
 	sent [][]*pendingCall
 	// expiry fires at armedAt (zero when not armed), at or before the
@@ -197,11 +205,18 @@ func (s *Store) applyCoalesced(ctx context.Context, deadline time.Time, b *batch
 func (b *batcher) startAlone() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.queue) > 0 || b.inFlight >= maxBatchesInFlight {
+	if len(b.queue) > 0 || b.fullLocked() {
 		return false
 	}
 	b.inFlight++
+	b.sentCalls++
 	return true
+}
+
+// fullLocked reports whether a call must wait for a batch to return
+// before it is sent.
+func (b *batcher) fullLocked() bool {
+	return b.inFlight >= maxBatchesInFlight && b.sentCalls >= lightLoadCalls
 }
 
 // finishAlone ends a call started by startAlone and sends the calls that
@@ -209,6 +224,7 @@ func (b *batcher) startAlone() bool {
 func (s *Store) finishAlone(b *batcher) {
 	b.mu.Lock()
 	b.inFlight--
+	b.sentCalls--
 	next := b.takeLocked()
 	b.mu.Unlock()
 	if next != nil {
@@ -239,7 +255,7 @@ func (b *batcher) dequeue(p *pendingCall) bool {
 // ended or whose deadline has passed are dropped from the queue with
 // ErrUnavailable: nothing of them was sent.
 func (b *batcher) takeLocked() []*pendingCall {
-	if b.inFlight >= maxBatchesInFlight || len(b.queue) == 0 {
+	if len(b.queue) == 0 || b.fullLocked() {
 		return nil
 	}
 	var (
@@ -269,6 +285,7 @@ func (b *batcher) takeLocked() []*pendingCall {
 	b.queue = b.queue[:rest]
 	if len(batch) > 0 {
 		b.inFlight++
+		b.sentCalls += len(batch)
 		b.sent = append(b.sent, batch)
 	}
 	return batch
@@ -394,6 +411,7 @@ func (s *Store) sendBatch(ctx context.Context, b *batcher, batch []*pendingCall)
 	s.runBatch(ctx, batch)
 	b.mu.Lock()
 	b.inFlight--
+	b.sentCalls -= len(batch)
 	b.sent = slices.DeleteFunc(b.sent, func(sent []*pendingCall) bool { return &sent[0] == &batch[0] })
 	next = b.takeLocked()
 	b.mu.Unlock()

@@ -244,13 +244,13 @@ func testQueuedCallEndsAtItsDeadline(t *testing.T, admin *redis.Client, addr str
 			// until the pause ends.
 			var holders sync.WaitGroup
 			var heldDone sync.Map
-			for i := range redisstore.MaxBatchesInFlight {
+			for i := range redisstore.HoldingCalls {
 				holders.Go(func() {
 					_, err := st.Apply(t.Context(), check)
 					heldDone.Store(i, err)
 				})
 			}
-			waitFor(t, func() bool { return st.BatchesInFlight() == redisstore.MaxBatchesInFlight })
+			waitFor(t, func() bool { return st.BatchesInFlight() == redisstore.HoldingCalls })
 
 			const queued = 4
 			errs := make([]error, queued)
@@ -263,8 +263,8 @@ func testQueuedCallEndsAtItsDeadline(t *testing.T, admin *redis.Client, addr str
 				t.Errorf("holder %v returned (%v) before the queued calls: its batch was not in flight", k, v)
 				return true
 			})
-			if n := st.BatchesInFlight(); n != redisstore.MaxBatchesInFlight {
-				t.Errorf("%d batches in flight after the queued calls returned, want the holders' %d", n, redisstore.MaxBatchesInFlight)
+			if n := st.BatchesInFlight(); n != redisstore.HoldingCalls {
+				t.Errorf("%d batches in flight after the queued calls returned, want the holders' %d", n, redisstore.HoldingCalls)
 			}
 			for i, err := range errs {
 				if !errors.Is(err, ratelimit.ErrUnavailable) {
@@ -286,7 +286,7 @@ func testQueuedCallEndsAtItsDeadline(t *testing.T, admin *redis.Client, addr str
 			if err != nil {
 				t.Fatal(err)
 			}
-			if spent, want := 100-o.Remaining, int64(1+redisstore.MaxBatchesInFlight); spent != want {
+			if spent, want := 100-o.Remaining, int64(1+redisstore.HoldingCalls); spent != want {
 				t.Fatalf("server shows %d spends, want %d (warm-up and holders): a queued call was sent", spent, want)
 			}
 		}

@@ -51,6 +51,7 @@ func (s *Store) HoldBatches() {
 	b := &s.routes.single
 	b.mu.Lock()
 	b.inFlight += maxBatchesInFlight
+	b.sentCalls += lightLoadCalls
 	b.mu.Unlock()
 }
 
@@ -60,6 +61,7 @@ func (s *Store) ReleaseBatches() {
 	b := &s.routes.single
 	b.mu.Lock()
 	b.inFlight -= maxBatchesInFlight
+	b.sentCalls -= lightLoadCalls
 	batch := b.takeLocked()
 	b.mu.Unlock()
 	if batch != nil {
@@ -84,5 +86,6 @@ func (s *Store) BatchesInFlight() int {
 	return b.inFlight
 }
 
-// MaxBatchesInFlight is maxBatchesInFlight.
-const MaxBatchesInFlight = maxBatchesInFlight
+// HoldingCalls is how many calls sent alone, without a deadline, fill
+// every slot of the single-server coalescer: past them calls queue.
+const HoldingCalls = max(maxBatchesInFlight, lightLoadCalls)
