@@ -263,7 +263,7 @@ func (n *Node) entryOf(r *record, now int64, sh *shard, comps []wireComp) (wireE
 		peek.Remaining = 0
 	}
 	en := wireEntry{
-		rule:      wireRule{ns: r.id.ns, alg: r.alg.Name(), limit: r.limit},
+		rule:      wireRule{ns: r.id.ns, alg: r.algName, limit: r.limit},
 		key:       r.id.key,
 		remaining: peek.Remaining,
 	}
@@ -372,22 +372,21 @@ func (n *Node) encodeState() []byte {
 		sh := &n.shards[i]
 		sh.mu.Lock()
 		now := n.clock.Now()
-	records:
-		for _, head := range sh.m {
-			for r := head; r != nil; r = r.next {
-				n.settle(sh, r)
-				if r.expires <= now && !r.dirty {
-					continue // idle and full everywhere: nothing to tell
-				}
-				var en wireEntry
-				var ok bool
-				en, comps, ok = n.entryOf(r, now, sh, comps[:0])
-				if ok && !enc.add(&en) {
-					full = true
-					break records
-				}
+		sh.each(func(r *record) {
+			if full {
+				return
 			}
-		}
+			n.settle(sh, r)
+			if r.expires <= now && !r.dirty {
+				return // idle and full everywhere: nothing to tell
+			}
+			var en wireEntry
+			var ok bool
+			en, comps, ok = n.entryOf(r, now, sh, comps[:0])
+			if ok && !enc.add(&en) {
+				full = true
+			}
+		})
 		sh.mu.Unlock()
 		if full {
 			n.log.Warn("cluster: state larger than MaxMessageBytes; sent in part", "limit", n.cfg.MaxMessageBytes)
@@ -471,7 +470,7 @@ func (n *Node) merge(en *wireEntry, now int64) {
 	}
 	if rec.alg == nil {
 		rec.limit = en.rule.limit
-		rec.alg = n.lookupAlg(en.rule.alg)
+		rec.setAlg(n.lookupAlg(en.rule.alg))
 	}
 	for _, c := range en.comps {
 		if c.origin == n.name {
@@ -604,14 +603,14 @@ func (n *Node) plausible(l ratelimit.Limit, elapsed int64) int64 {
 // peer's counters become the baseline and the bucket starts at the level
 // the peer reported, so consumption is never charged twice.
 func (n *Node) adoptRemote(sh *shard, h uint64, en *wireEntry, now int64) {
-	rec := &record{
-		id:      nsKey{en.rule.ns, strings.Clone(en.key)}, // en.key aliases the message
-		hash:    h,
-		alg:     n.lookupAlg(en.rule.alg),
-		limit:   en.rule.limit,
-		created: now,
-		comps:   make([]comp, 0, len(en.comps)),
+	rec := newRecord(en.rule.ns, strings.Clone(en.key), h, now) // en.key aliases the message
+	rec.limit = en.rule.limit
+	rec.comps = make([]comp, 0, len(en.comps))
+	alg := n.lookupAlg(en.rule.alg)
+	if _, ok := alg.(ratelimit.Charger); !ok {
+		alg = nil
 	}
+	rec.setAlg(alg)
 	for _, c := range en.comps {
 		if c.origin == n.name {
 			continue
@@ -621,11 +620,6 @@ func (n *Node) adoptRemote(sh *shard, h uint64, en *wireEntry, now int64) {
 			cur = rec.addComp(c.origin)
 		}
 		cur.inc, cur.count, cur.refunded, cur.at = c.inc, c.count, c.refunded, now
-	}
-	if rec.alg != nil {
-		if _, ok := rec.alg.(ratelimit.Charger); !ok {
-			rec.alg = nil
-		}
 	}
 	switch {
 	case rec.alg == nil:
