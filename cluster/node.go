@@ -193,24 +193,26 @@ type record struct {
 	// node could not resolve; its consumption is counted but not charged.
 	learned bool
 
+	// The fourth line holds, with deferred, limit and created above,
+	// what merging a peer's counters reads.
 	deferredAt, deferredSince int64
-	youngTick                 uint64
-	youngWall                 int64  // wall time the allowance started
-	refunded                  uint64 // units of own it gave back (OpRefund), ≤ own
-	// sentOwn and sentRefunded are own and refunded as last sent by a
-	// sync tick, so that a new incarnation can carry what was not sent.
-	sentOwn, sentRefunded uint64
-	phantom               float64 // fractional partition charge carried over
+	// comps are the other origins' components, one per origin: a
+	// cluster has few members, and a short slice is scanned faster than
+	// a map is hashed, on the merge path, for every entry.
+	comps []comp
 	// credit is what was charged as the failed members' estimated use
 	// (partition scaling) and not yet matched by their real consumption;
 	// creditAt is the clock time of the last such charge.
 	credit, creditAt int64
 
-	// comps are the other origins' components, one per origin: a
-	// cluster has few members, and a short slice is scanned faster than
-	// a map is hashed, on the merge path, for every entry.
-	comps []comp
-	big   []byte // the state when longer than inlineState
+	youngTick uint64
+	youngWall int64  // wall time the allowance started
+	refunded  uint64 // units of own it gave back (OpRefund), ≤ own
+	// sentOwn and sentRefunded are own and refunded as last sent by a
+	// sync tick, so that a new incarnation can carry what was not sent.
+	sentOwn, sentRefunded uint64
+	phantom               float64 // fractional partition charge carried over
+	big                   []byte  // the state when longer than inlineState
 }
 
 type comp struct {

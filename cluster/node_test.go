@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -339,5 +340,20 @@ func TestForgottenKeyNotChargedTwice(t *testing.T) {
 	time.Sleep(5 * 100 * time.Millisecond)
 	if msg := settled(97)(); msg != "" {
 		t.Fatal(msg)
+	}
+}
+
+// TestInitialStateFull checks what entryOf assumes of every algorithm a
+// node applies: the initial (empty) state holds the whole burst.
+func TestInitialStateFull(t *testing.T) {
+	lim := ratelimit.Limit{Count: 7, Period: time.Minute, Burst: 5}
+	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC).UnixNano()
+	for _, a := range catalog.All() {
+		if _, ok := a.(ratelimit.Charger); !ok {
+			continue
+		}
+		if o, _, err := a.Decide(nil, now, lim, 0, nil); err != nil || o.Remaining != lim.Burst {
+			t.Errorf("%s: a peek at the initial state gives %+v, %v; want %d remaining", a.Name(), o, err, lim.Burst)
+		}
 	}
 }

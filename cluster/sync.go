@@ -257,15 +257,22 @@ func (n *Node) entryOf(r *record, now int64, sh *shard, comps []wireComp) (wireE
 		return wireEntry{}, comps, false
 	}
 	n.settle(sh, r)
-	peek, out, err := ratelimit.Evaluate(r.alg, ratelimit.OpTake, r.live(now), now, r.limit, 0, 0, sh.scratch[:0])
-	sh.scratch = out[:0]
-	if err != nil {
-		peek.Remaining = 0
+	// An expired state is the initial one, which holds the whole burst
+	// (TestInitialStateFull): the algorithm is asked only about a live
+	// one.
+	remaining := r.limit.Burst
+	if state := r.live(now); state != nil {
+		peek, out, err := ratelimit.Evaluate(r.alg, ratelimit.OpTake, state, now, r.limit, 0, 0, sh.scratch[:0])
+		sh.scratch = out[:0]
+		remaining = peek.Remaining
+		if err != nil {
+			remaining = 0
+		}
 	}
 	en := wireEntry{
 		rule:      wireRule{ns: r.id.ns, alg: r.algName, limit: r.limit},
 		key:       r.id.key,
-		remaining: peek.Remaining,
+		remaining: remaining,
 	}
 	first := len(comps)
 	if r.inc != 0 {
