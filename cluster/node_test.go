@@ -357,3 +357,53 @@ func TestInitialStateFull(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionAllocatesNothing checks that a decision on a key the node
+// holds allocates nothing, through the states a key goes through while the
+// node syncs: under its startup allowance, and re-armed after the
+// allowance lifted and its state expired (benchLimit refills in a
+// nanosecond). Every measured run decides on another key, so that a path
+// taken once per key would show.
+func TestDecisionAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates; run without -race")
+	}
+	nodes := startCluster(t, 3, nil)
+	n := nodes[0]
+	ctx := t.Context()
+	c := ratelimit.Check{Namespace: "allocs", Algorithm: tokenbucket.New(), Limit: benchLimit, Cost: 1}
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s-%d", newKey(t), i)
+		c.Key = keys[i]
+		take(t, n, c)
+	}
+	var i int
+	decide := func() {
+		c.Key = keys[i]
+		i++
+		if _, err := n.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	young := func() string {
+		for _, k := range keys {
+			sh, h := n.locate(c.Namespace, k)
+			sh.mu.Lock()
+			allowN := sh.get(h, c.Namespace, k).allowN
+			sh.mu.Unlock()
+			if allowN > 1 {
+				return k + " is still under its startup allowance"
+			}
+		}
+		return ""
+	}
+	for round := range 3 {
+		i = 0 // AllocsPerRun decides once before it measures
+		if allocs := testing.AllocsPerRun(len(keys)-1, decide); allocs != 0 {
+			t.Fatalf("round %d: %v allocations per decision, want 0", round, allocs)
+		}
+		// Let the allowances lift: the next round re-arms them.
+		waitFor(t, 5*time.Second, young)
+	}
+}
