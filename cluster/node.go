@@ -34,6 +34,10 @@ const (
 	// to be charged to a key's view (see deferCharge).
 	deferTicks = 4
 	inboxSize  = 4096 // gossip messages queued for the merge goroutine
+	// spareBuffers is how many handled messages' buffers wait to be
+	// reused for the next ones, if each holds at most maxSpareBytes.
+	spareBuffers  = 4
+	maxSpareBytes = 1 << 20
 	// allowanceTicks is how many sync ticks a key a node has never heard
 	// of is held to its startup allowance, at least: long enough for every
 	// peer's consumption from before the key's creation to arrive (one
@@ -96,6 +100,7 @@ type Node struct {
 	lastInc atomic.Int64 // last record incarnation handed out
 
 	inbox chan inboxItem
+	spare chan []byte // buffers of handled messages, for enqueue to reuse
 	stop  chan struct{}
 	// failedNow wakes refusalLoop when a member fails.
 	failedNow chan struct{}
@@ -244,6 +249,7 @@ func New(cfg Config) (*Node, error) {
 		lost:    map[string]lostMember{},
 		left:    map[string]int64{},
 		inbox:   make(chan inboxItem, inboxSize),
+		spare:   make(chan []byte, spareBuffers),
 		stop:    make(chan struct{}),
 
 		failedNow: make(chan struct{}, 1),

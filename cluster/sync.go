@@ -42,10 +42,28 @@ func (n *Node) enqueue(b []byte) {
 		n.stats.malformed.Add(1)
 		return
 	}
+	var buf []byte
 	select {
-	case n.inbox <- inboxItem{b: append([]byte(nil), b...)}:
+	case buf = <-n.spare:
+	default:
+	}
+	select {
+	case n.inbox <- inboxItem{b: append(buf[:0], b...)}:
 	default:
 		n.stats.dropped.Add(1)
+	}
+}
+
+// recycle offers the buffer of a handled message to enqueue. Nothing
+// refers to it any more: the decoded entries are released when handle
+// returns, and a record copies the strings it keeps.
+func (n *Node) recycle(b []byte) {
+	if cap(b) > maxSpareBytes {
+		return
+	}
+	select {
+	case n.spare <- b:
+	default:
 	}
 }
 
@@ -416,6 +434,7 @@ func (n *Node) mergeLoop() {
 				continue
 			}
 			n.handle(&m, it.b)
+			n.recycle(it.b)
 		}
 	}
 }
