@@ -668,9 +668,9 @@ func satAdd(a, b int64) int64 {
 // result, so that the hot path copies it once rather than at every level.
 func (n *Node) evaluate(o *ratelimit.Outcome, rec *record, c *ratelimit.Check, now int64, state []byte, pending int64, dst []byte) ([]byte, int64, error) {
 	taking := (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && c.Cost > 0
-	if taking && rec.allowN > 1 && c.Cost <= c.Limit.Burst {
-		allow := allowance(rec, c.Limit, now)
-		if rec.taken+pending+c.Cost > allow {
+	// Within its share of the burst alone a take needs no refill computed.
+	if need := rec.taken + pending + c.Cost; taking && rec.allowN > 1 && c.Cost <= c.Limit.Burst && need > c.Limit.Burst/rec.allowN {
+		if allow := allowance(rec, c.Limit, now); need > allow {
 			peek, out, err := ratelimit.Evaluate(c.Algorithm, ratelimit.OpTake, state, now, c.Limit, 0, 0, dst)
 			if err != nil {
 				*o = ratelimit.Outcome{}
