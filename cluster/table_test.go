@@ -7,11 +7,23 @@ import (
 
 // TestShardTable checks the shard's table against a map through inserts,
 // removals and the rehashes they cause, with hashes chosen to collide:
-// 1 in 4 keys shares its hash with another, and all share a few homes.
+// keys share their hash 4 by 4, and their homes overlap, at the start of
+// the table and, wrapping around, at its end.
 func TestShardTable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		hashOf func(i int) uint64
+	}{
+		{"start", func(i int) uint64 { return uint64(i/4*3) << shardBits }},
+		{"end", func(i int) uint64 { return ^uint64(i/4*3) << shardBits }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testShardTable(t, tc.hashOf) })
+	}
+}
+
+func testShardTable(t *testing.T, hashOf func(i int) uint64) {
 	var sh shard
 	want := map[string]*record{}
-	hashOf := func(i int) uint64 { return uint64(i/4*3) << shardBits }
 	check := func(step string) {
 		t.Helper()
 		for k, r := range want {
