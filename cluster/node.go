@@ -24,7 +24,8 @@ import (
 )
 
 const (
-	shardCount = 64 // lock shards per node
+	shardBits  = 6              // low bits of a key's hash that pick its shard
+	shardCount = 1 << shardBits // lock shards per node
 	// syncChunk is how many dirty records a sync tick snapshots per hold
 	// of a shard's lock, so that a decision on that shard waits for a
 	// few records, not for the shard's whole share of the tick.
@@ -33,6 +34,10 @@ const (
 	// to be charged to a key's view (see deferCharge).
 	deferTicks = 4
 	inboxSize  = 4096 // gossip messages queued for the merge goroutine
+	// spareBuffers is how many handled messages' buffers wait to be
+	// reused for the next ones, if each holds at most maxSpareBytes.
+	spareBuffers  = 4
+	maxSpareBytes = 1 << 20
 	// allowanceTicks is how many sync ticks a key a node has never heard
 	// of is held to its startup allowance, at least: long enough for every
 	// peer's consumption from before the key's creation to arrive (one
@@ -51,6 +56,11 @@ const (
 	// maxPacketsPerPeer is how many UDP packets one sync may send a peer;
 	// beyond it the batch goes as one reliable (TCP) message.
 	maxPacketsPerPeer = 32
+	// inlineState is how many bytes of state a record holds without a
+	// separate allocation: every algorithm of the catalog's state fits.
+	inlineState = 32
+	// bigState is record.stateLen for a state kept in record.big.
+	bigState = 255
 )
 
 // Node is one member of a gossip cluster and a ratelimit.Store. It decides
@@ -90,6 +100,7 @@ type Node struct {
 	lastInc atomic.Int64 // last record incarnation handed out
 
 	inbox chan inboxItem
+	spare chan []byte // buffers of handled messages, for enqueue to reuse
 	stop  chan struct{}
 	// failedNow wakes refusalLoop when a member fails.
 	failedNow chan struct{}
@@ -135,10 +146,12 @@ type nsKey struct{ ns, key string }
 
 type shard struct {
 	mu sync.Mutex
-	// m holds the records by keyHash; records with the same hash are
-	// chained through record.next. The hash computed to pick the shard
-	// is the map key, so a lookup hashes the key's strings once.
-	m     map[uint64]*record
+	// slots hold the records by keyHash (see get): the hash computed to
+	// pick the shard also places the key in it, so a lookup hashes the
+	// key's strings once, and reads one slot before the record.
+	slots []slot
+	count int       // records in slots
+	used  int       // slots holding a record or a tombstone
 	dirty []*record // records whose own counter changed since the last sync
 	// sending is the dirty list a sync tick is working through, a few
 	// records per hold of mu (the tick's own, under syncMu).
@@ -149,50 +162,62 @@ type shard struct {
 }
 
 // record is a node's view of one key. Guarded by its shard's mutex.
+//
+// The fields a decision reads come first and fill the first three cache
+// lines; the record is 320 bytes, a size class whose objects start on a
+// line, so a decision on a key touches three lines of its record.
 type record struct {
+	hash    uint64 // keyHash(id)
 	id      nsKey
-	hash    uint64              // keyHash(id)
-	next    *record             // the next record with the same hash
-	alg     ratelimit.Algorithm // nil until known (learned from a peer under an unknown name)
-	limit   ratelimit.Limit
-	state   []byte
-	expires int64 // clock time after which state equals the initial state
-	// deferred is units consumed elsewhere and not yet charged to state
-	// (see deferCharge): settle charges them, at deferredAt, the time of
-	// the last of them, before state is next read or written.
-	// deferredSince is the time of the first.
-	deferred, deferredAt, deferredSince int64
-
+	expires int64 // clock time after which the state equals the initial state
+	// deferred is units consumed elsewhere and not yet charged to the
+	// state (see deferCharge): settle charges them, at deferredAt, the
+	// time of the last of them, before the state is next read or
+	// written. deferredSince is the time of the first.
+	deferred int64
 	// Startup allowance of a key this node had never heard of: while
 	// allowN > 1 the node admits at most (Burst + r·(now−created))/allowN.
-	created   int64
-	allowN    int64
-	taken     int64
-	youngTick uint64
-	youngWall int64 // wall time the allowance started
-	lifted    bool  // the allowance ran out; while state is empty, rearm leaves it lifted
+	allowN int64
 
-	inc      uint64 // incarnation of this node's own counter for the key
-	own      uint64 // units this node admitted in incarnation inc
-	refunded uint64 // units of own it gave back (OpRefund), ≤ own
+	// inline holds the state when it fits (stateLen bytes), so that a
+	// decision reads no other allocation; a longer one is in big.
+	inline  [inlineState]byte
+	alg     ratelimit.Algorithm // nil until known (learned from a peer under an unknown name)
+	algName string              // alg.Name(), read without a dynamic call
+
+	limit   ratelimit.Limit
+	inc     uint64 // incarnation of this node's own counter for the key
+	created int64
+	taken   int64
+	own     uint64 // units this node admitted in incarnation inc
+	// stateLen is the length of the state in inline, or bigState.
+	stateLen uint8
 	dirty    bool
-	// sentOwn and sentRefunded are own and refunded as last sent by a
-	// sync tick, so that a new incarnation can carry what was not sent.
-	sentOwn, sentRefunded uint64
+	lifted   bool // the allowance ran out; while the state is empty, rearm leaves it lifted
+	// learned marks a key learned from a peer under an algorithm this
+	// node could not resolve; its consumption is counted but not charged.
+	learned bool
 
+	// The fourth line holds, with deferred, limit and created above,
+	// what merging a peer's counters reads.
+	deferredAt, deferredSince int64
 	// comps are the other origins' components, one per origin: a
 	// cluster has few members, and a short slice is scanned faster than
 	// a map is hashed, on the merge path, for every entry.
-	comps   []comp
-	phantom float64 // fractional partition charge carried over
+	comps []comp
 	// credit is what was charged as the failed members' estimated use
 	// (partition scaling) and not yet matched by their real consumption;
 	// creditAt is the clock time of the last such charge.
 	credit, creditAt int64
 
-	// learned marks a key learned from a peer under an algorithm this
-	// node could not resolve; its consumption is counted but not charged.
-	learned bool
+	youngTick uint64
+	youngWall int64  // wall time the allowance started
+	refunded  uint64 // units of own it gave back (OpRefund), ≤ own
+	// sentOwn and sentRefunded are own and refunded as last sent by a
+	// sync tick, so that a new incarnation can carry what was not sent.
+	sentOwn, sentRefunded uint64
+	phantom               float64 // fractional partition charge carried over
+	big                   []byte  // the state when longer than inlineState
 }
 
 type comp struct {
@@ -224,6 +249,7 @@ func New(cfg Config) (*Node, error) {
 		lost:    map[string]lostMember{},
 		left:    map[string]int64{},
 		inbox:   make(chan inboxItem, inboxSize),
+		spare:   make(chan []byte, spareBuffers),
 		stop:    make(chan struct{}),
 
 		failedNow: make(chan struct{}, 1),
@@ -237,9 +263,6 @@ func New(cfg Config) (*Node, error) {
 		n.log = slog.New(slog.DiscardHandler)
 	}
 	n.live.Store(1)
-	for i := range n.shards {
-		n.shards[i].m = make(map[uint64]*record)
-	}
 	for _, a := range append(catalog.All(), cfg.Algorithms...) {
 		if _, ok := a.(ratelimit.Charger); ok {
 			n.algs.Store(a.Name(), a)
@@ -408,56 +431,6 @@ func (n *Node) locate(ns, key string) (*shard, uint64) {
 // shardOf returns the shard rec lives in.
 func (n *Node) shardOf(rec *record) *shard { return &n.shards[rec.hash&(shardCount-1)] }
 
-// get returns the record of ns/key, whose hash is h, or nil. The caller
-// holds sh.mu.
-func (sh *shard) get(h uint64, ns, key string) *record {
-	for r := sh.m[h]; r != nil; r = r.next {
-		if r.id.key == key && r.id.ns == ns {
-			return r
-		}
-	}
-	return nil
-}
-
-// put adds rec, which must not be in the shard yet. The caller holds
-// sh.mu.
-func (sh *shard) put(rec *record) {
-	rec.next = sh.m[rec.hash]
-	sh.m[rec.hash] = rec
-}
-
-// remove takes rec out of the shard, if it is there. The caller holds
-// sh.mu.
-func (sh *shard) remove(rec *record) {
-	head := sh.m[rec.hash]
-	switch {
-	case head == rec && rec.next == nil:
-		delete(sh.m, rec.hash)
-	case head == rec:
-		sh.m[rec.hash] = rec.next
-	default:
-		for p := head; p != nil; p = p.next {
-			if p.next == rec {
-				p.next = rec.next
-				break
-			}
-		}
-	}
-	rec.next = nil
-}
-
-// each calls f with every record of the shard; f may remove the record it
-// is given. The caller holds sh.mu.
-func (sh *shard) each(f func(*record)) {
-	for _, head := range sh.m {
-		for r := head; r != nil; {
-			next := r.next
-			f(r)
-			r = next
-		}
-	}
-}
-
 func (n *Node) begin(ctx context.Context) error {
 	if n.closed.Load() {
 		return fmt.Errorf("cluster: node %s: %w", n.name, ratelimit.ErrClosed)
@@ -512,7 +485,8 @@ func (n *Node) Apply(ctx context.Context, c ratelimit.Check) (ratelimit.Outcome,
 	}
 	n.adopt(rec, &c, now)
 	state := rec.live(now)
-	o, out, used, err := n.evaluate(rec, &c, now, state, 0, sh.scratch[:0])
+	var o ratelimit.Outcome
+	out, used, err := n.evaluate(&o, rec, &c, now, state, 0, sh.scratch[:0])
 	if err == nil {
 		if o.Changed {
 			rec.setState(out, now, o.TTL)
@@ -536,19 +510,27 @@ func wrapKey(key string, err error) error {
 // and the startup allowance keeps the node to its share until the peers'
 // consumption has had time to arrive.
 func (n *Node) newLocalRecord(sh *shard, h uint64, ns, key string, now int64) *record {
-	rec := &record{
-		id:        nsKey{ns, key},
-		hash:      h,
-		created:   now,
-		allowN:    n.live.Load(),
-		youngTick: n.tickNo.Load(),
-		youngWall: time.Now().UnixNano(),
-		inc:       n.nextInc(),
-	}
+	rec := newRecord(ns, key, h, now)
+	rec.allowN, rec.youngTick, rec.youngWall = n.live.Load(), n.tickNo.Load(), time.Now().UnixNano()
+	rec.inc = n.nextInc()
 	if rec.allowN > 1 {
 		sh.young = append(sh.young, rec)
 	}
 	return rec
+}
+
+// newRecord returns the empty record of ns/key, whose hash is h, created
+// at now.
+func newRecord(ns, key string, h uint64, now int64) *record {
+	return &record{id: nsKey{ns, key}, hash: h, created: now}
+}
+
+// setAlg makes a the record's algorithm (nil: unknown).
+func (r *record) setAlg(a ratelimit.Algorithm) {
+	r.alg, r.algName = a, ""
+	if a != nil {
+		r.algName = a.Name()
+	}
 }
 
 // rearm gives the startup allowance again to a key whose view has been
@@ -556,7 +538,7 @@ func (n *Node) newLocalRecord(sh *shard, h uint64, ns, key string, now int64) *r
 // it has refilled, so a burst on all nodes at once is the cold-start case
 // and gets the same split. The caller holds sh.mu.
 func (n *Node) rearm(sh *shard, rec *record, now int64) {
-	if rec.allowN > 1 || (rec.lifted && len(rec.state) == 0) {
+	if rec.allowN > 1 || (rec.lifted && rec.stateLen == 0) {
 		// Still under its allowance, or never admitted anything since
 		// its allowance lifted: re-arming would hold a take above the
 		// share back for ever.
@@ -603,15 +585,16 @@ func (n *Node) nextInc() uint64 {
 
 // adopt makes c's algorithm and limit the record's rule.
 func (n *Node) adopt(rec *record, c *ratelimit.Check, now int64) {
-	if rec.alg == nil || rec.alg.Name() != c.Algorithm.Name() {
+	if rec.alg == nil || rec.algName != c.Algorithm.Name() {
 		n.algs.LoadOrStore(c.Algorithm.Name(), c.Algorithm)
 		unresolved := rec.alg == nil && rec.learned
-		rec.alg = c.Algorithm
+		rec.setAlg(c.Algorithm)
 		if unresolved {
 			// Learned from a peer under an algorithm this node could not
 			// resolve, so its level is unknown: treat it as a key never
 			// heard of, with a full view and the startup allowance.
-			rec.state, rec.expires, rec.learned = rec.state[:0], 0, false
+			rec.clearState()
+			rec.learned = false
 			rec.created, rec.allowN, rec.taken = now, n.live.Load(), 0
 			rec.youngTick, rec.youngWall = n.tickNo.Load(), time.Now().UnixNano()
 			if rec.allowN > 1 {
@@ -643,20 +626,33 @@ func (r *record) addComp(origin string) *comp {
 	return &r.comps[len(r.comps)-1]
 }
 
+// live returns the state at now: nil once it has expired.
 func (r *record) live(now int64) []byte {
 	if r.expires <= now {
 		return nil
 	}
-	return r.state
+	if r.stateLen == bigState {
+		return r.big
+	}
+	return r.inline[:r.stateLen]
 }
 
+// setState stores s, which the record keeps until ttl after now.
 func (r *record) setState(s []byte, now int64, ttl time.Duration) {
-	r.state = append(r.state[:0], s...)
+	if len(s) <= inlineState {
+		r.stateLen = uint8(copy(r.inline[:], s))
+	} else {
+		r.big = append(r.big[:0], s...)
+		r.stateLen = bigState
+	}
 	r.expires = satAdd(now, int64(ttl))
 	if ttl <= 0 || len(s) == 0 {
 		r.expires = 0
 	}
 }
+
+// clearState drops the state: the key is back to its initial state.
+func (r *record) clearState() { r.stateLen, r.expires = 0, 0 }
 
 func satAdd(a, b int64) int64 {
 	if b > 0 && a > (1<<63-1)-b {
@@ -665,31 +661,41 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
-// evaluate applies c to state without changing rec. pending is units
-// taken by earlier checks of the same composite. It returns the outcome,
-// the new state (in dst) and the units this node consumed (negative for a
-// refund).
-func (n *Node) evaluate(rec *record, c *ratelimit.Check, now int64, state []byte, pending int64, dst []byte) (ratelimit.Outcome, []byte, int64, error) {
+// evaluate applies c to state without changing rec, writing the outcome
+// to *o. pending is units taken by earlier checks of the same composite.
+// It returns the new state (in dst) and the units this node consumed
+// (negative for a refund). The outcome goes through a pointer, not a
+// result, so that the hot path copies it once rather than at every level.
+func (n *Node) evaluate(o *ratelimit.Outcome, rec *record, c *ratelimit.Check, now int64, state []byte, pending int64, dst []byte) ([]byte, int64, error) {
 	taking := (c.Op == ratelimit.OpTake || c.Op == ratelimit.OpReserve) && c.Cost > 0
-	if taking && rec.allowN > 1 && c.Cost <= c.Limit.Burst {
-		allow := allowance(rec, c.Limit, now)
-		if rec.taken+pending+c.Cost > allow {
+	// Within its share of the burst alone a take needs no refill computed.
+	if need := rec.taken + pending + c.Cost; taking && rec.allowN > 1 && c.Cost <= c.Limit.Burst && need > c.Limit.Burst/rec.allowN {
+		if allow := allowance(rec, c.Limit, now); need > allow {
 			peek, out, err := ratelimit.Evaluate(c.Algorithm, ratelimit.OpTake, state, now, c.Limit, 0, 0, dst)
 			if err != nil {
-				return ratelimit.Outcome{}, out, 0, err
+				*o = ratelimit.Outcome{}
+				return out, 0, err
 			}
-			o := ratelimit.Outcome{
+			*o = ratelimit.Outcome{
 				Remaining:  min(max(allow-rec.taken-pending, 0), peek.Remaining),
 				RetryAfter: max(n.cfg.SyncInterval*allowanceTicks, peek.RetryAfter, 1),
 				ResetAfter: peek.ResetAfter,
 				TTL:        peek.TTL,
 			}
-			return o, out, 0, nil
+			return out, 0, nil
 		}
 	}
-	o, out, err := ratelimit.Evaluate(c.Algorithm, c.Op, state, now, c.Limit, c.Cost, c.MaxWait, dst)
+	var (
+		out []byte
+		err error
+	)
+	if c.Op == ratelimit.OpTake { // the hot path, without Evaluate's dispatch
+		*o, out, err = c.Algorithm.Decide(state, now, c.Limit, c.Cost, dst)
+	} else {
+		*o, out, err = ratelimit.Evaluate(c.Algorithm, c.Op, state, now, c.Limit, c.Cost, c.MaxWait, dst)
+	}
 	if err != nil {
-		return o, out, 0, err
+		return out, 0, err
 	}
 	var used int64
 	switch {
@@ -698,7 +704,7 @@ func (n *Node) evaluate(rec *record, c *ratelimit.Check, now int64, state []byte
 	case c.Op == ratelimit.OpRefund:
 		used = -c.Cost
 	}
-	return o, out, used, nil
+	return out, used, nil
 }
 
 // allowance is how many units a node may have taken under its startup
@@ -774,7 +780,8 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 			n.settle(shards[i], rec)
 		}
 		if rec == nil {
-			rec = &record{id: nsKey{c.Namespace, c.Key}, hash: hashes[i], created: now, allowN: n.live.Load()}
+			rec = newRecord(c.Namespace, c.Key, hashes[i], now)
+			rec.allowN = n.live.Load()
 			shards[i].put(rec)
 			created = append(created, rec)
 		} else if rec.expires <= now && c.Cost > 0 {
@@ -787,7 +794,8 @@ func (n *Node) ApplyAll(ctx context.Context, checks []ratelimit.Check, out []rat
 	used := make([]int64, len(first)) // units each key's checks consumed
 	allowed, err := ratelimit.EvaluateAll(checks, now, keyOf, keys, out, func(i int, state, dst []byte) (ratelimit.Outcome, []byte, error) {
 		j := keyOf[i]
-		o, next, u, err := n.evaluate(recs[j], &checks[i], now, state, used[j], dst)
+		var o ratelimit.Outcome
+		next, u, err := n.evaluate(&o, recs[j], &checks[i], now, state, used[j], dst)
 		used[j] += u
 		return o, next, err
 	})
@@ -864,7 +872,8 @@ func (n *Node) resetLocal(ns, key string) {
 	sh, h := n.locate(ns, key)
 	sh.mu.Lock()
 	if rec := sh.get(h, ns, key); rec != nil {
-		rec.state, rec.expires, rec.allowN, rec.taken, rec.phantom = rec.state[:0], 0, 0, 0, 0
+		rec.clearState()
+		rec.allowN, rec.taken, rec.phantom = 0, 0, 0
 		rec.deferred = 0
 	}
 	sh.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithms/catalog"
 	"github.com/sluicehq/sluice/algorithms/fixedwindow"
 	"github.com/sluicehq/sluice/algorithms/tokenbucket"
 	"github.com/sluicehq/sluice/core/ratelimit"
@@ -339,5 +340,70 @@ func TestForgottenKeyNotChargedTwice(t *testing.T) {
 	time.Sleep(5 * 100 * time.Millisecond)
 	if msg := settled(97)(); msg != "" {
 		t.Fatal(msg)
+	}
+}
+
+// TestInitialStateFull checks what entryOf assumes of every algorithm a
+// node applies: the initial (empty) state holds the whole burst.
+func TestInitialStateFull(t *testing.T) {
+	lim := ratelimit.Limit{Count: 7, Period: time.Minute, Burst: 5}
+	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC).UnixNano()
+	for _, a := range catalog.All() {
+		if _, ok := a.(ratelimit.Charger); !ok {
+			continue
+		}
+		if o, _, err := a.Decide(nil, now, lim, 0, nil); err != nil || o.Remaining != lim.Burst {
+			t.Errorf("%s: a peek at the initial state gives %+v, %v; want %d remaining", a.Name(), o, err, lim.Burst)
+		}
+	}
+}
+
+// TestDecisionAllocatesNothing checks that a decision on a key the node
+// holds allocates nothing, through the states a key goes through while the
+// node syncs: under its startup allowance, and re-armed after the
+// allowance lifted and its state expired (benchLimit refills in a
+// nanosecond). Every measured run decides on another key, so that a path
+// taken once per key would show.
+func TestDecisionAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates; run without -race")
+	}
+	nodes := startCluster(t, 3, nil)
+	n := nodes[0]
+	ctx := t.Context()
+	c := ratelimit.Check{Namespace: "allocs", Algorithm: tokenbucket.New(), Limit: benchLimit, Cost: 1}
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s-%d", newKey(t), i)
+		c.Key = keys[i]
+		take(t, n, c)
+	}
+	var i int
+	decide := func() {
+		c.Key = keys[i]
+		i++
+		if _, err := n.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	young := func() string {
+		for _, k := range keys {
+			sh, h := n.locate(c.Namespace, k)
+			sh.mu.Lock()
+			allowN := sh.get(h, c.Namespace, k).allowN
+			sh.mu.Unlock()
+			if allowN > 1 {
+				return k + " is still under its startup allowance"
+			}
+		}
+		return ""
+	}
+	for round := range 3 {
+		i = 0 // AllocsPerRun decides once before it measures
+		if allocs := testing.AllocsPerRun(len(keys)-1, decide); allocs != 0 {
+			t.Fatalf("round %d: %v allocations per decision, want 0", round, allocs)
+		}
+		// Let the allowances lift: the next round re-arms them.
+		waitFor(t, 5*time.Second, young)
 	}
 }

@@ -42,10 +42,28 @@ func (n *Node) enqueue(b []byte) {
 		n.stats.malformed.Add(1)
 		return
 	}
+	var buf []byte
 	select {
-	case n.inbox <- inboxItem{b: append([]byte(nil), b...)}:
+	case buf = <-n.spare:
+	default:
+	}
+	select {
+	case n.inbox <- inboxItem{b: append(buf[:0], b...)}:
 	default:
 		n.stats.dropped.Add(1)
+	}
+}
+
+// recycle offers the buffer of a handled message to enqueue. Nothing
+// refers to it any more: the decoded entries are released when handle
+// returns, and a record copies the strings it keeps.
+func (n *Node) recycle(b []byte) {
+	if cap(b) > maxSpareBytes {
+		return
+	}
+	select {
+	case n.spare <- b:
+	default:
 	}
 }
 
@@ -257,15 +275,22 @@ func (n *Node) entryOf(r *record, now int64, sh *shard, comps []wireComp) (wireE
 		return wireEntry{}, comps, false
 	}
 	n.settle(sh, r)
-	peek, out, err := ratelimit.Evaluate(r.alg, ratelimit.OpTake, r.live(now), now, r.limit, 0, 0, sh.scratch[:0])
-	sh.scratch = out[:0]
-	if err != nil {
-		peek.Remaining = 0
+	// An expired state is the initial one, which holds the whole burst
+	// (TestInitialStateFull): the algorithm is asked only about a live
+	// one.
+	remaining := r.limit.Burst
+	if state := r.live(now); state != nil {
+		peek, out, err := ratelimit.Evaluate(r.alg, ratelimit.OpTake, state, now, r.limit, 0, 0, sh.scratch[:0])
+		sh.scratch = out[:0]
+		remaining = peek.Remaining
+		if err != nil {
+			remaining = 0
+		}
 	}
 	en := wireEntry{
-		rule:      wireRule{ns: r.id.ns, alg: r.alg.Name(), limit: r.limit},
+		rule:      wireRule{ns: r.id.ns, alg: r.algName, limit: r.limit},
 		key:       r.id.key,
-		remaining: peek.Remaining,
+		remaining: remaining,
 	}
 	first := len(comps)
 	if r.inc != 0 {
@@ -372,22 +397,21 @@ func (n *Node) encodeState() []byte {
 		sh := &n.shards[i]
 		sh.mu.Lock()
 		now := n.clock.Now()
-	records:
-		for _, head := range sh.m {
-			for r := head; r != nil; r = r.next {
-				n.settle(sh, r)
-				if r.expires <= now && !r.dirty {
-					continue // idle and full everywhere: nothing to tell
-				}
-				var en wireEntry
-				var ok bool
-				en, comps, ok = n.entryOf(r, now, sh, comps[:0])
-				if ok && !enc.add(&en) {
-					full = true
-					break records
-				}
+		sh.each(func(r *record) {
+			if full {
+				return
 			}
-		}
+			n.settle(sh, r)
+			if r.expires <= now && !r.dirty {
+				return // idle and full everywhere: nothing to tell
+			}
+			var en wireEntry
+			var ok bool
+			en, comps, ok = n.entryOf(r, now, sh, comps[:0])
+			if ok && !enc.add(&en) {
+				full = true
+			}
+		})
 		sh.mu.Unlock()
 		if full {
 			n.log.Warn("cluster: state larger than MaxMessageBytes; sent in part", "limit", n.cfg.MaxMessageBytes)
@@ -410,6 +434,7 @@ func (n *Node) mergeLoop() {
 				continue
 			}
 			n.handle(&m, it.b)
+			n.recycle(it.b)
 		}
 	}
 }
@@ -471,7 +496,7 @@ func (n *Node) merge(en *wireEntry, now int64) {
 	}
 	if rec.alg == nil {
 		rec.limit = en.rule.limit
-		rec.alg = n.lookupAlg(en.rule.alg)
+		rec.setAlg(n.lookupAlg(en.rule.alg))
 	}
 	for _, c := range en.comps {
 		if c.origin == n.name {
@@ -604,14 +629,14 @@ func (n *Node) plausible(l ratelimit.Limit, elapsed int64) int64 {
 // peer's counters become the baseline and the bucket starts at the level
 // the peer reported, so consumption is never charged twice.
 func (n *Node) adoptRemote(sh *shard, h uint64, en *wireEntry, now int64) {
-	rec := &record{
-		id:      nsKey{en.rule.ns, strings.Clone(en.key)}, // en.key aliases the message
-		hash:    h,
-		alg:     n.lookupAlg(en.rule.alg),
-		limit:   en.rule.limit,
-		created: now,
-		comps:   make([]comp, 0, len(en.comps)),
+	rec := newRecord(en.rule.ns, strings.Clone(en.key), h, now) // en.key aliases the message
+	rec.limit = en.rule.limit
+	rec.comps = make([]comp, 0, len(en.comps))
+	alg := n.lookupAlg(en.rule.alg)
+	if _, ok := alg.(ratelimit.Charger); !ok {
+		alg = nil
 	}
+	rec.setAlg(alg)
 	for _, c := range en.comps {
 		if c.origin == n.name {
 			continue
@@ -621,11 +646,6 @@ func (n *Node) adoptRemote(sh *shard, h uint64, en *wireEntry, now int64) {
 			cur = rec.addComp(c.origin)
 		}
 		cur.inc, cur.count, cur.refunded, cur.at = c.inc, c.count, c.refunded, now
-	}
-	if rec.alg != nil {
-		if _, ok := rec.alg.(ratelimit.Charger); !ok {
-			rec.alg = nil
-		}
 	}
 	switch {
 	case rec.alg == nil:
