@@ -31,7 +31,10 @@
 // ClusterClient the native calls of concurrent callers are coalesced into
 // one script invocation per server or slot, each call deciding exactly as
 // alone; a call whose context ends before its batch is sent is dropped
-// (ErrUnavailable). A script runs at most
+// (ErrUnavailable). ApplyBefore and ApplyAllBefore take a deadline as a
+// value (ratelimit.DeadlineApplier), which a sluice.Limiter uses for a
+// rule's budget: the coalescer watches every call's with one timer, as a
+// context would end it. A script runs at most
 // once: go-redis never resends the store's commands, so a reply lost after
 // sending is reported as ratelimit.ErrUnknownOutcome, never spent twice. On
 // a ClusterClient or a Ring the keys of a composite must share a hash tag;
