@@ -129,14 +129,7 @@ func testBudgetUnderPause(t *testing.T, admin *redis.Client, st *redisstore.Stor
 		waitForStore(t, name+" before the pause", call)
 	}
 
-	if err := admin.Do(t.Context(), "client", "pause", 60000, "write").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpause := func() {
-		if err := admin.Do(context.Background(), "client", "unpause").Err(); err != nil {
-			t.Errorf("CLIENT UNPAUSE: %v", err)
-		}
-	}
+	unpause := pauseWrites(t, admin)
 	defer unpause()
 
 	bound := defaultBudget + budgetSlack

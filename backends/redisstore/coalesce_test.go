@@ -120,13 +120,7 @@ func TestCoalescedLostReplyNoDoubleSpend(t *testing.T) {
 			t.Errorf("call %d of the lost batch: %v, want ErrUnknownOutcome", i, err)
 		}
 	}
-	peek := check
-	peek.Cost = 0
-	o, err := direct.Apply(t.Context(), peek)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if spent := 100 - o.Remaining; spent != 1+calls {
+	if spent := spent(t, direct, check); spent != 1+calls {
 		t.Fatalf("server shows %d spends after the warm-up and one lost batch of %d calls, want %d", spent, calls, 1+calls)
 	}
 	if b, n := st.BatchCounts(); b != 1 || n != calls {
@@ -164,13 +158,7 @@ func TestCoalescedDropsEndedCalls(t *testing.T) {
 			t.Errorf("call %d: %v, want a decision", i, err)
 		}
 	}
-	peek := check
-	peek.Cost = 0
-	o, err := st.Apply(t.Context(), peek)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if spent := 100 - o.Remaining; spent != live {
+	if spent := spent(t, st, check); spent != live {
 		t.Fatalf("server shows %d spends, want %d: a dropped call was sent", spent, live)
 	}
 }
@@ -218,78 +206,52 @@ func TestCoalescedQueuedCallEndsAtItsDeadline(t *testing.T) {
 }
 
 func testQueuedCallEndsAtItsDeadline(t *testing.T, admin *redis.Client, addr string, mode clientMode, within applyWithin) {
-	{
-		{
-			c := newClient(t, addr, func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
-			st, err := redisstore.New(c, append(mode.opts, redisstore.WithPrefix(randomPrefix(t)))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(100), Cost: 1}
-			if _, err := st.Apply(t.Context(), check); err != nil {
-				t.Fatalf("warm-up: %v", err)
-			}
-			if err := admin.Do(t.Context(), "client", "pause", 60000, "write").Err(); err != nil {
-				t.Fatal(err)
-			}
-			unpause := func() {
-				if err := admin.Do(context.Background(), "client", "unpause").Err(); err != nil {
-					t.Errorf("CLIENT UNPAUSE: %v", err)
-				}
-			}
-			defer unpause()
+	st, check := pausableStore(t, addr, mode.opts...)
+	unpause := pauseWrites(t, admin)
+	defer unpause()
 
-			// Holders: no deadline, so their batches stay in flight
-			// until the pause ends.
-			var holders sync.WaitGroup
-			var heldDone sync.Map
-			for i := range redisstore.HoldingCalls {
-				holders.Go(func() {
-					_, err := st.Apply(t.Context(), check)
-					heldDone.Store(i, err)
-				})
-			}
-			waitFor(t, func() bool { return st.BatchesInFlight() == redisstore.HoldingCalls })
+	// Holders: no deadline, so their batches stay in flight
+	// until the pause ends.
+	var holders sync.WaitGroup
+	var heldDone sync.Map
+	for i := range redisstore.HoldingCalls {
+		holders.Go(func() {
+			_, err := st.Apply(t.Context(), check)
+			heldDone.Store(i, err)
+		})
+	}
+	waitFor(t, func() bool { return st.BatchesInFlight() == redisstore.HoldingCalls })
 
-			const queued = 4
-			errs := make([]error, queued)
-			var wg sync.WaitGroup
-			for i := range queued {
-				wg.Go(func() { errs[i] = within.apply(t.Context(), st, check) })
-			}
-			wg.Wait()
-			heldDone.Range(func(k, v any) bool {
-				t.Errorf("holder %v returned (%v) before the queued calls: its batch was not in flight", k, v)
-				return true
-			})
-			if n := st.BatchesInFlight(); n != redisstore.HoldingCalls {
-				t.Errorf("%d batches in flight after the queued calls returned, want the holders' %d", n, redisstore.HoldingCalls)
-			}
-			for i, err := range errs {
-				if !errors.Is(err, ratelimit.ErrUnavailable) {
-					t.Errorf("queued call %d: %v, want ErrUnavailable at its deadline", i, err)
-				}
-			}
-
-			unpause()
-			holders.Wait()
-			heldDone.Range(func(k, v any) bool {
-				if v != nil {
-					t.Errorf("holder %v after the pause: %v", k, v)
-				}
-				return true
-			})
-			peek := check
-			peek.Cost = 0
-			o, err := st.Apply(t.Context(), peek)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if spent, want := 100-o.Remaining, int64(1+redisstore.HoldingCalls); spent != want {
-				t.Fatalf("server shows %d spends, want %d (warm-up and holders): a queued call was sent", spent, want)
-			}
+	const queued = 4
+	errs := make([]error, queued)
+	var wg sync.WaitGroup
+	for i := range queued {
+		wg.Go(func() { errs[i] = within.apply(t.Context(), st, check) })
+	}
+	wg.Wait()
+	heldDone.Range(func(k, v any) bool {
+		t.Errorf("holder %v returned (%v) before the queued calls: its batch was not in flight", k, v)
+		return true
+	})
+	if n := st.BatchesInFlight(); n != redisstore.HoldingCalls {
+		t.Errorf("%d batches in flight after the queued calls returned, want the holders' %d", n, redisstore.HoldingCalls)
+	}
+	for i, err := range errs {
+		if !errors.Is(err, ratelimit.ErrUnavailable) {
+			t.Errorf("queued call %d: %v, want ErrUnavailable at its deadline", i, err)
 		}
+	}
+
+	unpause()
+	holders.Wait()
+	heldDone.Range(func(k, v any) bool {
+		if v != nil {
+			t.Errorf("holder %v after the pause: %v", k, v)
+		}
+		return true
+	})
+	if spent, want := spent(t, st, check), int64(1+redisstore.HoldingCalls); spent != want {
+		t.Fatalf("server shows %d spends, want %d (warm-up and holders): a queued call was sent", spent, want)
 	}
 }
 
@@ -303,16 +265,7 @@ func TestCoalescedSentCallEndsAtItsDeadline(t *testing.T) {
 	admin := newClient(t, srv.addr())
 	for _, within := range deadlineKinds {
 		t.Run("deadline="+within.name, func(t *testing.T) {
-			c := newClient(t, srv.addr(), func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
-			st, err := redisstore.New(c, redisstore.WithPrefix(randomPrefix(t)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(100), Cost: 1}
-			if _, err := st.Apply(t.Context(), check); err != nil {
-				t.Fatalf("warm-up: %v", err)
-			}
+			st, check := pausableStore(t, srv.addr())
 			const calls = 6
 			errs := make([]error, calls)
 			took := make([]time.Duration, calls)
@@ -332,17 +285,14 @@ func TestCoalescedSentCallEndsAtItsDeadline(t *testing.T) {
 				})
 			}
 			waitFor(t, func() bool { return st.QueuedCalls() == 1+calls })
-			if err := admin.Do(t.Context(), "client", "pause", 60000, "write").Err(); err != nil {
-				t.Fatal(err)
-			}
+			unpause := pauseWrites(t, admin)
+			defer unpause()
 			st.ReleaseBatches()
 			wg.Wait()
 			if n := st.BatchesInFlight(); n != 1 {
 				t.Errorf("%d batches in flight after the calls returned, want their one", n)
 			}
-			if err := admin.Do(t.Context(), "client", "unpause").Err(); err != nil {
-				t.Fatal(err)
-			}
+			unpause()
 			for i, err := range errs {
 				if !errors.Is(err, ratelimit.ErrUnknownOutcome) {
 					t.Errorf("call %d: %v after %s, want ErrUnknownOutcome at its deadline", i, err, took[i])
@@ -351,13 +301,7 @@ func TestCoalescedSentCallEndsAtItsDeadline(t *testing.T) {
 			if err := <-holder; err != nil {
 				t.Errorf("the call without a deadline: %v", err)
 			}
-			peek := check
-			peek.Cost = 0
-			o, err := st.Apply(t.Context(), peek)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if spent, want := 100-o.Remaining, int64(2+calls); spent != want {
+			if spent, want := spent(t, st, check), int64(2+calls); spent != want {
 				t.Fatalf("server shows %d spends, want %d: each call applied once", spent, want)
 			}
 		})
@@ -458,4 +402,49 @@ func TestCoalescedBatchMatchesSequential(t *testing.T) {
 		t.Fatalf("%d batches of %d calls, want %d of %d", nb, nc, batches, batches*calls)
 	}
 	t.Logf("%d composites allowed", compositesAllowed)
+}
+
+// pausableStore returns a coalescing store on addr whose client waits 30 s
+// for a reply, so batches stay in flight under CLIENT PAUSE, and the check
+// the pause tests take, taken once to warm the script up.
+func pausableStore(t *testing.T, addr string, opts ...redisstore.Option) (*redisstore.Store, ratelimit.Check) {
+	t.Helper()
+	c := newClient(t, addr, func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
+	st, err := redisstore.New(c, append(opts, redisstore.WithPrefix(randomPrefix(t)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	check := ratelimit.Check{Namespace: "l", Key: "k", Algorithm: gcra.New(), Limit: ratelimit.PerHour(100), Cost: 1}
+	if _, err := st.Apply(t.Context(), check); err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+	return st, check
+}
+
+// spent returns how many units of check's limit of 100 the server shows
+// spent.
+func spent(t *testing.T, st *redisstore.Store, check ratelimit.Check) int64 {
+	t.Helper()
+	check.Cost = 0
+	o, err := st.Apply(t.Context(), check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 100 - o.Remaining
+}
+
+// pauseWrites pauses the writes of every client of admin's server (CLIENT
+// PAUSE WRITE, for a minute at most) and returns the function that ends
+// the pause; calling it again does no harm.
+func pauseWrites(t *testing.T, admin *redis.Client) (unpause func()) {
+	t.Helper()
+	if err := admin.Do(t.Context(), "client", "pause", 60000, "write").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := admin.Do(context.Background(), "client", "unpause").Err(); err != nil {
+			t.Errorf("CLIENT UNPAUSE: %v", err)
+		}
+	}
 }

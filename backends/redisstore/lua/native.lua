@@ -1020,6 +1020,9 @@ local base = 0
 for c = 1, #sizes, 2 do
   local hi, lo = string.byte(sizes, c, c + 1)
   if hi >= 128 then
+    -- A call of one key no other call names: read, decided and written
+    -- at once. (Written out beside the shared key's branch below: one
+    -- branch for both cost a batch 3% more server instructions.)
     local k = KEYS[base + 1]
     local s = redis.call('GET', k)
     local ok, out, _, _, _, ttl = deciderOf(base + 1)(s)
