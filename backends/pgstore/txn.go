@@ -233,9 +233,9 @@ func (s *Store) readPhase(ctx context.Context, pc *pgconn.PgConn, x sender, keys
 // stmtLockWithTimeouts: the key in binary, the timeouts in text.
 var paramsLockWithTimeouts = []int16{1, 1, 0, 0, 0}
 
-// lockRows sends one round trip of readPhase, one pgconn batch: with seed, the rollback of
-// the transaction the first one opened and the seeds; then BEGIN, the
-// timeouts and the locks. A missing row after seeding was swept in
+// lockRows sends one round trip of readPhase, one pgconn batch: with
+// seed, the rollback of the transaction the first one opened and the
+// seeds; then BEGIN, the timeouts and the locks. A missing row after seeding was swept in
 // between (errVanished, retried); without seed it is left to readPhase.
 func (s *Store) lockRows(ctx context.Context, pc *pgconn.PgConn, x sender, keys []keyState, lockWaitEnd time.Time, seed bool) (int64, error) {
 	limits, err := s.timeoutLimits(ctx)
