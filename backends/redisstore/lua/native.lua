@@ -865,9 +865,10 @@ do
 end
 
 -- decider returns a function that applies to a state the check whose
--- fourteen doubles start at byte pos of args. In a batch, the checks of
--- one rule and cost share it: their arguments are unpacked once.
-local function decider(args, pos)
+-- fourteen doubles start at byte pos of args; given the state s (false
+-- for none), it applies it at once instead. In a batch, the checks of one
+-- rule and cost share a function: their arguments are unpacked once.
+local function decider(args, pos, s)
   local code, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, maxwait = unpack('<dddddddddddddd', args, pos)
   local op = 0
   if code > 8 then
@@ -875,17 +876,22 @@ local function decider(args, pos)
     code = code - 8 * op
   end
   if code == 1 then
-    return function(s) return gcra(s, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, op, maxwait) end
-  elseif code == 2 then
-    return function(s) return tokenbucket(s, nh, nl, cost, burst, count, period, 0x11, dq, op, maxwait) end
-  elseif code == 3 then
-    return function(s) return tokenbucket(s, nh, nl, cost, burst, count, period, 0x31, dq, op, maxwait) end
+    if s ~= nil then return gcra(s, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, op, maxwait) end
+    return function(st) return gcra(st, nh, nl, cost, burst, count, period, tq, tr, uq, ur, oq, o_r, dq, dr, op, maxwait) end
+  elseif code == 2 or code == 3 then
+    local tag = 0x11
+    if code == 3 then tag = 0x31 end
+    if s ~= nil then return tokenbucket(s, nh, nl, cost, burst, count, period, tag, dq, op, maxwait) end
+    return function(st) return tokenbucket(st, nh, nl, cost, burst, count, period, tag, dq, op, maxwait) end
   elseif code == 4 then
-    return function(s) return fixedwindow(s, nh, nl, cost, burst, period, tq, op) end
+    if s ~= nil then return fixedwindow(s, nh, nl, cost, burst, period, tq, op) end
+    return function(st) return fixedwindow(st, nh, nl, cost, burst, period, tq, op) end
   elseif code == 5 then
-    return function(s) return slidingwindow(s, nh, nl, cost, burst, period, op) end
+    if s ~= nil then return slidingwindow(s, nh, nl, cost, burst, period, op) end
+    return function(st) return slidingwindow(st, nh, nl, cost, burst, period, op) end
   end
-  return function(s) return slidinglog(s, nh, nl, cost, burst, period) end
+  if s ~= nil then return slidinglog(s, nh, nl, cost, burst, period) end
+  return function(st) return slidinglog(st, nh, nl, cost, burst, period) end
 end
 
 -- The reply starts with now as two big-endian 32-bit halves (hi, lo).
@@ -945,7 +951,7 @@ if #ARGV == 2 then
   if n == 1 then
     local k = KEYS[1]
     local state = redis.call('GET', k)
-    local ok, out, _, _, _, ttl = decider(args, 1)(state)
+    local ok, out, _, _, _, ttl = decider(args, 1, state)
     if ok == nil then return parts[1] .. '\255' end
     if not ok then
       parts[2] = '\0'
@@ -968,7 +974,7 @@ if #ARGV == 2 then
       s = redis.call('GET', k)
       cur[k] = s
     end
-    local ok, out, _, _, _, ttl = decider(args, 112 * i - 111)(s)
+    local ok, out, _, _, _, ttl = decider(args, 112 * i - 111, s)
     if ok == nil then return parts[1] .. '\255' end
     if ok then
       if out ~= s then changed[k] = true end
