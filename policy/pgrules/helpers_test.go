@@ -11,12 +11,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/core/memstore"
 	"github.com/sluicehq/sluice/policy"
 )
 
 // fixture is one test's tables: a schema and a NOTIFY channel of its own
-// on a shared server, so tests run in parallel; and a domain of its own,
-// so rules never share buckets in the process-wide memory store.
+// on a shared server, so tests run in parallel; and a domain of its own.
+// Its engines count in memory stores of their own, so rules never share
+// buckets, not even named rules (whose identity is their name) of the
+// same test run again by -count.
 type fixture struct {
 	pool   *pgxpool.Pool
 	opts   []Option
@@ -100,7 +103,13 @@ func (f *fixture) engine(t *testing.T, src *Source, opts ...policy.Option) *poli
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := policy.New(set, opts...)
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	// a store in opts comes later and replaces this one
+	e, err := policy.New(set, append([]policy.Option{policy.WithStore(st)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
