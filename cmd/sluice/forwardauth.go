@@ -23,8 +23,9 @@ import (
 // proxy), method (X-Forwarded-Method), path (the path of
 // X-Forwarded-Uri), host (X-Forwarded-Host) or header:<Name>; '=key'
 // names the entry's key (the default is the source's name, a header's in
-// lower case). A descriptor whose header is absent is left out, as Envoy
-// leaves out a request_headers action.
+// lower case). A descriptor whose header, or host, is absent is left out,
+// as Envoy leaves out a request_headers action; a forwarded URI without a
+// path has the path "/".
 
 // sourceKind is where an entry's value comes from.
 type sourceKind uint8
@@ -145,7 +146,9 @@ func (fa *forwardAuth) parseForwardAuth(r *http.Request) (string, []policy.Descr
 		if err != nil {
 			return "", nil, errorf("X-Forwarded-Uri %q: %v", uri, err)
 		}
-		path = u.Path
+		if u.Path != "" { // an absolute URI without a path names the root
+			path = u.Path
+		}
 	}
 	host := r.Header.Get("X-Forwarded-Host")
 	if host == "" {
@@ -173,6 +176,9 @@ next:
 				v = path
 			case sourceHost:
 				v = host
+				if v == "" {
+					continue next // a request without a host: no descriptor
+				}
 			case sourceHeader:
 				v = strings.Join(r.Header.Values(src.header), ",")
 				if v == "" {

@@ -97,6 +97,19 @@ func TestForwardAuthDescriptors(t *testing.T) {
 	if _, _, err := fa.parseForwardAuth(r); err == nil || !isBadRequest(err) {
 		t.Errorf("bad X-Forwarded-Uri: error %v, want a bad request", err)
 	}
+
+	// No entry is ever empty: an absolute URI without a path is the root,
+	// and a request without a host gets no host descriptor.
+	withHost, err := newForwardAuth("gateway", "path;host", trusted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = httptest.NewRequest(http.MethodGet, "/forward-auth", nil)
+	r.Host = ""
+	r.Header.Set("X-Forwarded-Uri", "http://example.com")
+	if _, ds, err := withHost.parseForwardAuth(r); err != nil || fmt.Sprint(ds) != "[[{path /}]]" {
+		t.Errorf("URI without a path, no host: %v, %v; want [[{path /}]]", ds, err)
+	}
 }
 
 func TestForwardAuthEndpoint(t *testing.T) {
